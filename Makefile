@@ -1,0 +1,40 @@
+# hieramas-jax. `make reproduce-table1` and `make test` each install what they need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SEED ?= 0
+export WANDB_MODE ?= offline
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install test reproduce-table1 calibrate bench sim-server clean-cache
+
+# torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
+# would pull a multi-GB CUDA build.
+$(VENV)/.installed: setup.cfg requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q torch==2.13.0
+	$(VENV)/bin/pip install -q -c requirements.lock -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(PY) -m pytest tests
+
+reproduce-table1: install
+	$(PY) experiments/reproduce_table1.py --seed=$(SEED)
+
+calibrate: install
+	$(PY) experiments/calibrate_sim.py --seed=$(SEED)
+
+bench: install
+	$(PY) experiments/bench_executor.py
+
+sim-server: install
+	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)
+
+clean-cache:
+	rm -rf .cache
