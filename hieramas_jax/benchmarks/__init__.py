@@ -1,0 +1,1 @@
+"""hieramas_jax.benchmarks (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""Builds runs from flags: splits, pool, backend, method; run directories, writers, provenance."""

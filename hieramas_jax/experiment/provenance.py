@@ -1,0 +1,112 @@
+"""Provenance stamped on every result file: where it came from and how to make it again."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+import tempfile
+from typing import Any, Iterable, Mapping
+
+from hieramas_jax.benchmarks.data import data_sha256
+from hieramas_jax.llm.registry import PRICE_TABLE_DATE
+from hieramas_jax.paths import REPO_DIR
+
+SIMULATED_LABEL = "simulated pool (hieramas_jax.sim): not real LLM results"
+
+# Flags whose values must never be written anywhere (they may hold secrets by mistake).
+_SECRET_MARKERS = ("key", "token", "secret", "password")
+
+
+def git_commit() -> dict[str, Any]:
+  """The commit the code ran at, and whether the tree had uncommitted changes."""
+  def run(*args):
+    return subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True, check=False)
+  head = run("rev-parse", "HEAD")
+  if head.returncode != 0:
+    return {"commit": None, "dirty": None}
+  dirty = bool(run("status", "--porcelain", "--untracked-files=no").stdout.strip())
+  return {"commit": head.stdout.strip(), "dirty": dirty}
+
+
+def redact(flags: Mapping[str, Any]) -> dict[str, Any]:
+  """Flags with anything that looks like a secret replaced, so no key reaches a result."""
+  out = {}
+  for k, v in flags.items():
+    if any(m in k.lower() for m in _SECRET_MARKERS) and not k.lower().endswith("_env"):
+      out[k] = "<redacted>"
+    else:
+      out[k] = v
+  return out
+
+
+def command_line(argv: Iterable[str] | None = None) -> str:
+  argv = list(sys.argv if argv is None else argv)
+  if argv and argv[0].endswith(".py"):
+    try:
+      argv[0] = str(pathlib.Path(argv[0]).resolve().relative_to(REPO_DIR))
+    except ValueError:
+      pass
+    argv = ["python"] + argv
+  return shlex.join(argv)
+
+
+def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mapping[str, Any] | None = None,
+               backend: str | None = None, command: str | None = None) -> dict[str, Any]:
+  """Everything a reader needs to trust and redo a result.
+
+  Args:
+    seed: the run's one seed.
+    benchmarks: benchmarks whose vendored data the result depends on (hashed).
+    flags: the run's flags (secrets redacted).
+    backend: "sim" or the real endpoint's name; results made on the sim are labelled.
+    command: the command that made the result (defaults to this process's argv).
+  """
+  prov = {
+      "git": git_commit(),
+      "command": command or command_line(),
+      "flags": redact(dict(flags or {})),
+      "seed": seed,
+      "data_sha256": {b: data_sha256(b) for b in benchmarks},
+      "price_table_date": PRICE_TABLE_DATE,
+      "backend": backend,
+      "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+      "python": sys.version.split()[0],
+  }
+  if backend == "sim":
+    prov["label"] = SIMULATED_LABEL
+  return prov
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+  """Write via a temp file + rename, so a killed run never leaves a half-written result."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+  atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def update_json_key(path: str | os.PathLike, key: str, value: Any) -> None:
+  """Set one top-level key of a shared JSON file (e.g. results/bench.json), keeping the others.
+
+  Several benchmark scripts write their own key of `results/bench.json`; each must leave
+  the others' keys untouched.
+  """
+  path = pathlib.Path(path)
+  data = json.loads(path.read_text()) if path.exists() else {}
+  data[key] = value
+  atomic_write_json(path, data)

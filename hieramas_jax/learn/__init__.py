@@ -1,0 +1,1 @@
+"""hieramas_jax.learn (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""hieramas_jax.llm (see docs/architecture.md)."""

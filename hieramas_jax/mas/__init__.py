@@ -1,0 +1,1 @@
+"""hieramas_jax.mas (see docs/architecture.md)."""

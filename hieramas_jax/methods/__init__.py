@@ -1,0 +1,1 @@
+"""hieramas_jax.methods (see docs/architecture.md)."""

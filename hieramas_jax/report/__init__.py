@@ -1,0 +1,1 @@
+"""hieramas_jax.report (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""hieramas_jax.sim (see docs/architecture.md)."""

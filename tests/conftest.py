@@ -1,0 +1,9 @@
+"""Test-wide settings: caches in a throwaway dir, W&B and Hugging Face offline."""
+
+import os
+import tempfile
+
+os.environ.setdefault("HIERAMAS_CACHE_DIR", tempfile.mkdtemp(prefix="hieramas-test-cache-"))
+os.environ["WANDB_MODE"] = "offline"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
