@@ -1,0 +1,113 @@
+"""What one query cost and said: every LLM call's record, every node's output, the final text.
+
+Costs and tokens are sums over this trace's own calls, never deltas of a global counter: the
+reference code's global counter leaks cost between concurrent queries (REFERENCE.md defect 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+DECISION_NODE = -1  # `CallRecord.node` of the final decision call
+NO_NODE = -2  # calls outside any MAS node (single-model baselines, self-consistency samples)
+
+
+@dataclasses.dataclass(frozen=True)
+class CallRecord:
+  """One LLM call as the runtime saw it.
+
+  Attributes:
+    node: supernode index in the MASConfig, DECISION_NODE or NO_NODE.
+    role: the node's role (None for single-model calls and the decision node).
+    position: "proposer:<k>", "synthesizer", "solo" (a node with no proposers), "decision",
+      "single" or "sample:<k>".
+    model: short model name.
+    text: the completion text.
+    prompt_tokens / completion_tokens / cost_usd / latency_s / cached: from the client's CallResult.
+    sample_index: the request's sample index (OpenAI `seed`).
+    started_s / finished_s: seconds since the query started (monotonic clock); they prove the
+      runtime's ordering and parallelism.
+  """
+
+  node: int
+  role: str | None
+  position: str
+  model: str
+  text: str
+  prompt_tokens: int
+  completion_tokens: int
+  cost_usd: float
+  latency_s: float
+  cached: bool
+  sample_index: int = 0
+  started_s: float = 0.0
+  finished_s: float = 0.0
+
+  def to_json(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Trace:
+  """One query's run through a method.
+
+  Attributes:
+    item_id: the benchmark item.
+    method: the method's registry name.
+    final_text: the text that gets graded.
+    calls: every LLM call, in the order they finished.
+    node_texts: supernode index -> that node's output (its synthesizer's text).
+    extra: method-specific facts (the MAS config, votes...), JSON-serialisable.
+  """
+
+  item_id: str
+  method: str
+  final_text: str = ""
+  calls: list[CallRecord] = dataclasses.field(default_factory=list)
+  node_texts: dict[int, str] = dataclasses.field(default_factory=dict)
+  extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def cost_usd(self) -> float:
+    return sum(c.cost_usd for c in self.calls)
+
+  @property
+  def prompt_tokens(self) -> int:
+    return sum(c.prompt_tokens for c in self.calls)
+
+  @property
+  def completion_tokens(self) -> int:
+    return sum(c.completion_tokens for c in self.calls)
+
+  @property
+  def n_calls(self) -> int:
+    return len(self.calls)
+
+  @property
+  def wall_s(self) -> float:
+    """From the first call's start to the last call's end."""
+    if not self.calls:
+      return 0.0
+    return max(c.finished_s for c in self.calls) - min(c.started_s for c in self.calls)
+
+  def summary(self) -> dict[str, Any]:
+    """A small record for per-item logs: totals and who was called, without the texts."""
+    return {"method": self.method, "n_calls": self.n_calls, "cost_usd": self.cost_usd,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "cached_calls": sum(c.cached for c in self.calls), "wall_s": round(self.wall_s, 4),
+            "models": [c.model for c in self.calls], **self.extra}
+
+  def to_json(self) -> dict[str, Any]:
+    return {"item_id": self.item_id, "method": self.method, "final_text": self.final_text,
+            "calls": [c.to_json() for c in self.calls],
+            "node_texts": {str(k): v for k, v in self.node_texts.items()},
+            "extra": self.extra, "cost_usd": self.cost_usd, "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens}
+
+  @classmethod
+  def from_json(cls, data: Mapping[str, Any]) -> "Trace":
+    return cls(item_id=data["item_id"], method=data["method"], final_text=data["final_text"],
+               calls=[CallRecord(**c) for c in data["calls"]],
+               node_texts={int(k): v for k, v in data.get("node_texts", {}).items()},
+               extra=dict(data.get("extra", {})))

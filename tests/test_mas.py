@@ -1,0 +1,160 @@
+"""MAS runtime: roles and prompts, DAG parallelism and ordering, trace accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import pytest
+
+from hieramas_jax.benchmarks.data import BENCHMARKS, load_items
+from hieramas_jax.mas import roles
+from hieramas_jax.mas.config import ConfigError
+from hieramas_jax.mas.runtime import RunSettings, build_config, run_mas
+from hieramas_jax.mas.trace import DECISION_NODE, Trace
+from mas_fakes import FakeClient
+
+MATH_ITEM = load_items("math")[0]
+
+
+def test_role_sets_are_the_reference_ones_and_all_described():
+  assert roles.roles_for("math") == ("Mathematical Analyst", "Math Solver", "Inspector")
+  assert roles.roles_for("mmlu_redux")[0] == "Knowlegable Expert"  # reference spelling, kept
+  assert len(roles.roles_for("mmlu_redux")) == 8 and len(roles.roles_for("humaneval_plus")) == 5
+  for b in BENCHMARKS:
+    for r in roles.roles_for(b):
+      assert roles.role_description(r)
+  assert roles.role_system_line("Inspector").startswith("You are an Inspector. Specialized in reviewing")
+
+
+def test_unknown_role_and_benchmark_give_clear_errors():
+  with pytest.raises(roles.UnknownRoleError, match="not in the math role set; known: Mathematical"):
+    roles.check_role("math", "Lawyer")
+  with pytest.raises(KeyError, match="unknown benchmark 'gsm8k'"):
+    roles.roles_for("gsm8k")
+  with pytest.raises(roles.UnknownRoleError):
+    asyncio.run(run_mas(FakeClient(), MATH_ITEM, build_config([("Doctor", (), "m")], "d")))
+
+
+def test_prompts_follow_the_shared_conventions():
+  mmlu = load_items("mmlu_redux")[0]
+  base = roles.single_model_messages(mmlu, cot=False)
+  assert base[0]["content"] == "You are a helpful assistant."
+  assert mmlu.question in base[1]["content"] and "The answer is (X)" in base[1]["content"]
+  assert "step by step" not in base[1]["content"]
+  assert "Let's think step by step." in roles.single_model_messages(mmlu, cot=True)[1]["content"]
+  agent = roles.agent_messages(MATH_ITEM, "Math Solver", [roles.AgentOutput(2, "Inspector", "\\boxed{3}")])
+  assert agent[0]["content"].startswith("You are a Math Solver.")
+  assert "### Response from Agent 2 (Inspector):\n\\boxed{3}" in agent[1]["content"]
+  assert "\\boxed{}" in agent[1]["content"]
+  synth = roles.synthesizer_messages(MATH_ITEM, "Inspector", ["p1", "p2"])
+  assert synth[0]["content"].startswith("You have been provided with a set of responses")
+  assert "You are an Inspector." in synth[0]["content"]
+  assert "### Proposal 1:\np1" in synth[1]["content"] and "### Proposal 2:\np2" in synth[1]["content"]
+  dec = roles.decision_messages(MATH_ITEM, [roles.AgentOutput(1, "Math Solver", "x")])
+  assert dec[0]["content"].startswith("You are the final decision maker.")
+  code = roles.single_model_messages(load_items("humaneval_plus")[0], cot=False)[1]["content"]
+  assert "```python code block" in code
+
+
+def _diamond(proposers=("p1", "p2")):
+  # 0 -> {1, 2} -> 3 : depth 3, four nodes.
+  spec = [("Mathematical Analyst", proposers, "s"), ("Math Solver", proposers, "s"),
+          ("Inspector", proposers, "s"), ("Math Solver", proposers, "s")]
+  return build_config(spec, "decider", [(0, 1), (0, 2), (1, 3), (2, 3)])
+
+
+def test_diamond_wall_time_is_depth_not_node_count():
+  latency = 0.15
+  client = FakeClient(latency=latency)
+  config = _diamond()
+
+  async def go():
+    t0 = asyncio.get_running_loop().time()
+    trace = await run_mas(client, MATH_ITEM, config)
+    return trace, asyncio.get_running_loop().time() - t0
+
+  trace, wall = asyncio.run(go())
+  # depth 3 x (proposers || then synthesizer) + decision = 7 latencies; sequential would be 4*3+1 = 13.
+  critical = (config.depth() * 2 + 1) * latency
+  assert critical <= wall < critical + 2 * latency, (wall, critical)
+  assert len(trace.calls) == 4 * 3 + 1
+  assert client.max_in_flight == 4  # nodes 1 and 2 with two proposers each, at once
+
+
+def test_a_node_never_starts_before_its_predecessors_finish():
+  client = FakeClient(latency=0.02)
+  config = _diamond()
+  trace = asyncio.run(run_mas(client, MATH_ITEM, config))
+  start = {}
+  end = {}
+  for c in trace.calls:
+    start[c.node] = min(start.get(c.node, math.inf), c.started_s)
+    end[c.node] = max(end.get(c.node, 0.0), c.finished_s)
+  for j in range(4):
+    for p in config.predecessors(j):
+      assert start[j] >= end[p]
+  assert start[DECISION_NODE] >= max(end[j] for j in range(4))
+  # synthesizers start after their node's proposers.
+  for j in range(4):
+    props = [c for c in trace.calls if c.node == j and c.position.startswith("proposer")]
+    synth = [c for c in trace.calls if c.node == j and c.position == "synthesizer"]
+    assert len(props) == 2 and len(synth) == 1
+    assert synth[0].started_s >= max(p.finished_s for p in props)
+
+
+def test_predecessor_outputs_reach_successors_and_the_decider():
+  def answer(model, messages, sample_index):
+    return f"out-of-{model}"
+  client = FakeClient(answer)
+  spec = [("Mathematical Analyst", (), "a"), ("Math Solver", ("p",), "b"), ("Inspector", (), "c")]
+  config = build_config(spec, "decider", [(0, 1), (1, 2)])
+  trace = asyncio.run(run_mas(client, MATH_ITEM, config, RunSettings(decision_reads="sinks")))
+  by_model = {c["model"]: c for c in client.calls}
+  assert "### Response from Agent 1 (Mathematical Analyst):\nout-of-a" in by_model["p"]["messages"][1]["content"]
+  assert "### Proposal 1:\nout-of-p" in by_model["b"]["messages"][1]["content"]
+  assert "out-of-b" in by_model["c"]["messages"][1]["content"]
+  decider_prompt = by_model["decider"]["messages"][1]["content"]
+  assert "out-of-c" in decider_prompt and "out-of-a" not in decider_prompt  # sinks only
+  assert trace.final_text == "out-of-decider"
+  assert trace.node_texts == {0: "out-of-a", 1: "out-of-b", 2: "out-of-c"}
+  assert [c.position for c in trace.calls if c.node == 0] == ["solo"]
+  # sampling parameters arrive as set.
+  assert {c["temperature"] for c in client.calls} == {0.2} and {c["max_tokens"] for c in client.calls} == {2048}
+  # default: the decider reads every node.
+  client2 = FakeClient(answer)
+  asyncio.run(run_mas(client2, MATH_ITEM, config))
+  assert "out-of-a" in [c for c in client2.calls if c["model"] == "decider"][0]["messages"][1]["content"]
+
+
+def test_trace_cost_and_tokens_are_sums_of_its_calls_and_json_round_trips():
+  client = FakeClient(lambda m, msg, s: "x" * (10 if m == "p1" else 30))
+  trace = asyncio.run(run_mas(client, MATH_ITEM, _diamond()))
+  assert trace.cost_usd == pytest.approx(sum(r.cost_usd for r in trace.calls))
+  assert trace.cost_usd > 0
+  assert trace.cost_usd == pytest.approx(sum(c["cost_usd"] for c in client.calls))
+  assert trace.prompt_tokens == sum(c.prompt_tokens for c in trace.calls) > 0
+  back = Trace.from_json(json.loads(json.dumps(trace.to_json())))
+  assert back.cost_usd == pytest.approx(trace.cost_usd) and back.calls == trace.calls
+  assert back.node_texts == trace.node_texts
+
+
+def test_a_failing_call_cancels_the_query_and_raises():
+  class Boom(Exception):
+    pass
+
+  def answer(model, messages, sample_index):
+    if model == "bad":
+      raise Boom("endpoint down")
+    return "ok"
+  spec = [("Math Solver", ("bad",), "s"), ("Inspector", ("p",), "s")]
+  with pytest.raises(Boom):
+    asyncio.run(run_mas(FakeClient(answer, latency=0.01), MATH_ITEM, build_config(spec, "d", [(0, 1)])))
+
+
+def test_settings_and_configs_reject_bad_values():
+  with pytest.raises(ValueError, match="decision_reads"):
+    RunSettings(decision_reads="some")
+  with pytest.raises(ConfigError, match="cycle"):
+    build_config([("Math Solver", (), "a"), ("Inspector", (), "b")], "d", [(0, 1), (1, 0)])
