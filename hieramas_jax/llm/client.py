@@ -1,0 +1,340 @@
+"""Async OpenAI-compatible chat client on aiohttp: retries, per-call accounting, response cache.
+
+One `LLMClient` per run and endpoint owns ONE `aiohttp.ClientSession` (connection pool sized to the
+concurrency bound, keep-alive), so thousands of concurrent calls reuse a few dozen connections.
+Every figure of a call (tokens, USD, latency, attempts) travels back in its `CallResult`; there are no
+global counters, so concurrent queries can never mix their costs.
+
+Retry policy (after openai-python's `_base_client.py`, with a concurrency bound added):
+  * retried: HTTP 408, 409, 429, any 5xx, timeouts, connection errors (refused, reset, server
+    disconnect, truncated body) and 2xx bodies that are not a parseable chat completion;
+  * not retried: other 4xx -> `NonRetryableError` carrying the endpoint's error message;
+  * delay: the server's Retry-After / retry-after-ms (seconds or HTTP date, capped at
+    `retry_after_cap_s`), else capped exponential backoff with full jitter,
+    `uniform(0, min(backoff_cap_s, backoff_base_s * 2**retry))`, jitter drawn from a numpy Generator
+    seeded by `seed`;
+  * `max_retries` retries after the first attempt, then `RetriesExhaustedError` (with the last status);
+  * a host that refuses connections before this client ever got an answer from it fails fast with
+    `EndpointUnreachableError` after `unreachable_retries` quick retries, instead of backing off for
+    minutes against a server that is not there.
+The concurrency semaphore is held per attempt, not during backoff sleeps, so calls that wait out a
+429 do not starve the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import hashlib
+import json
+import logging
+import time
+from typing import Any, Sequence
+
+import aiohttp
+import numpy as np
+
+from hieramas_jax.llm.cache import ResponseCache
+from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
+                                       DEFAULT_REQUEST_TIMEOUT_S, Endpoint)
+from hieramas_jax.llm.errors import (EndpointUnreachableError, LLMError, NonRetryableError,
+                                     RetriesExhaustedError, UnknownModelError, redact_secrets)
+from hieramas_jax.llm.registry import MODELS, ModelSpec
+
+__all__ = ["CallResult", "LLMClient", "LLMError", "RetriesExhaustedError", "NonRetryableError",
+           "EndpointUnreachableError", "UnknownModelError", "RETRY_STATUSES"]
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({408, 409, 429})  # plus every status >= 500
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode  # == cache.canonical_json
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallResult:
+  """One answered chat call.
+
+  Attributes:
+    text: the assistant message content ("" when the endpoint returned none).
+    model: the suite's short model name.
+    prompt_tokens, completion_tokens: from the response's `usage`.
+    cost_usd: from `usage` and the frozen registry prices (never a provider's cost field). A cached
+      replay reports the original call's cost: what this configuration costs, not what was spent now.
+    latency_s: seconds from the first attempt (concurrency slot acquired) to the parsed answer,
+      retries and backoff included; for a cached replay, the lookup time.
+    cached: True when replayed from the response cache (nothing was spent).
+    attempts: requests sent for the original answer (1 = no retry).
+  """
+
+  text: str
+  model: str
+  prompt_tokens: int
+  completion_tokens: int
+  cost_usd: float
+  latency_s: float
+  cached: bool
+  attempts: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Route:
+  """Per-model request shape, resolved once per client so the hot path does no lookups."""
+
+  model_id: str
+  spec: ModelSpec
+  sends_temperature: bool
+  max_tokens_field: str
+
+
+class _Retry(Exception):
+  """Internal: this attempt failed in a retryable way."""
+
+  def __init__(self, reason: str, status: int | None = None, retry_after: float | None = None,
+               connect_failure: bool = False):
+    super().__init__(reason)
+    self.reason = reason
+    self.status = status
+    self.retry_after = retry_after
+    self.connect_failure = connect_failure
+
+
+def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
+  """Seconds the server asks us to wait, from `retry-after-ms`, or `Retry-After` as seconds or HTTP date."""
+  ms = headers.get("retry-after-ms")
+  if ms is not None:
+    try:
+      return max(0.0, float(ms) / 1000.0)
+    except ValueError:
+      pass
+  value = headers.get("Retry-After")
+  if value is None:
+    return None
+  try:
+    return max(0.0, float(value))
+  except ValueError:
+    pass
+  try:
+    when = email.utils.parsedate_to_datetime(value)
+  except (TypeError, ValueError):
+    return None
+  if when is None:
+    return None
+  return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _error_message(raw: bytes) -> str:
+  """The OpenAI-style `error.message` of a body, or a short prefix of the body itself."""
+  try:
+    data = json.loads(raw)
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict) and err.get("message"):
+      return str(err["message"])
+    if isinstance(err, str):
+      return err
+  except ValueError:
+    pass
+  return raw[:300].decode("utf-8", "replace") or "(empty body)"
+
+
+class LLMClient:
+  """Async chat client for one endpoint; use as `async with LLMClient(endpoint) as client:`.
+
+  Args:
+    endpoint: where calls go (see `endpoint.py`).
+    cache: optional response cache; a hit returns without a request.
+    max_concurrency: most requests in flight at once (also the connection pool size).
+    timeout_s: total seconds for one attempt (connect + send + read).
+    max_retries: retries after the first attempt.
+    backoff_base_s, backoff_cap_s: exponential backoff when the server gives no Retry-After.
+    seed: seeds the jitter Generator.
+    retry_after_cap_s: longest Retry-After honoured; longer requests wait this long.
+    unreachable_retries: quick retries on connection refusal before any answer was ever received.
+  """
+
+  def __init__(self, endpoint: Endpoint, *, cache: ResponseCache | None = None,
+               max_concurrency: int = DEFAULT_MAX_CONCURRENCY, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+               max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 0.5,
+               backoff_cap_s: float = 30.0, seed: int = 0, retry_after_cap_s: float = 120.0,
+               unreachable_retries: int = 2):
+    if not isinstance(endpoint, Endpoint):
+      raise TypeError(f"endpoint must be an Endpoint, got {type(endpoint).__name__}")
+    for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
+                             ("unreachable_retries", unreachable_retries, 0)):
+      if not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    for name, value in (("timeout_s", timeout_s), ("backoff_cap_s", backoff_cap_s)):
+      if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if backoff_base_s < 0 or retry_after_cap_s < 0:
+      raise ValueError("backoff_base_s and retry_after_cap_s must be >= 0")
+    self.endpoint = endpoint
+    self.cache = cache
+    self.max_concurrency = max_concurrency
+    self.timeout_s = float(timeout_s)
+    self.max_retries = max_retries
+    self.backoff_base_s = float(backoff_base_s)
+    self.backoff_cap_s = float(backoff_cap_s)
+    self.retry_after_cap_s = float(retry_after_cap_s)
+    self.unreachable_retries = unreachable_retries
+    self._rng = np.random.default_rng(seed)
+    self._url = endpoint.chat_url
+    self._key_prefix = endpoint.name.encode("utf-8") + b"\n"  # see cache.request_key
+    self._routes = {
+        name: _Route(model_id, MODELS[name], not MODELS[name].fixed_temperature,
+                     MODELS[name].max_tokens_field)
+        for name, model_id in endpoint.model_ids.items() if name in MODELS}
+    self._session: aiohttp.ClientSession | None = None
+    self._semaphore: asyncio.Semaphore | None = None
+    self._reached = False  # got any HTTP answer from the endpoint yet
+
+  def __repr__(self) -> str:
+    return (f"LLMClient({self.endpoint!r}, max_concurrency={self.max_concurrency}, "
+            f"timeout_s={self.timeout_s}, max_retries={self.max_retries}, cache={self.cache!r})")
+
+  async def __aenter__(self) -> LLMClient:
+    if self._session is not None:
+      raise RuntimeError("LLMClient is already open")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if self.endpoint.api_key:
+      headers["Authorization"] = "Bearer " + self.endpoint.api_key
+    connector = aiohttp.TCPConnector(limit=self.max_concurrency, limit_per_host=self.max_concurrency,
+                                     keepalive_timeout=60.0, ttl_dns_cache=300)
+    self._session = aiohttp.ClientSession(
+        connector=connector, headers=headers, trust_env=False,
+        timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+    self._semaphore = asyncio.Semaphore(self.max_concurrency)
+    return self
+
+  async def __aexit__(self, *exc) -> None:
+    await self.close()
+
+  async def close(self) -> None:
+    if self._session is not None:
+      await self._session.close()
+      self._session = None
+
+  async def chat(self, model: str, messages: Sequence[dict[str, Any]], *, temperature: float,
+                 max_tokens: int, sample_index: int = 0) -> CallResult:
+    """One chat completion.
+
+    Args:
+      model: the suite's short model name (must be served by the endpoint).
+      messages: OpenAI chat messages.
+      temperature: sampling temperature (not sent to models that accept only their default).
+      max_tokens: completion cap (sent as the model's `max_tokens_field`).
+      sample_index: independent-draw index; sent as the OpenAI `seed` and part of the cache key.
+
+    Raises:
+      UnknownModelError: the endpoint does not serve `model` (raised before any request).
+      NonRetryableError, RetriesExhaustedError, EndpointUnreachableError: see the module docstring.
+    """
+    route = self._routes.get(model)
+    if route is None:
+      raise UnknownModelError(model)
+    if self._session is None:
+      raise RuntimeError("LLMClient used outside `async with`")
+    if type(max_tokens) is not int or max_tokens <= 0:
+      raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if type(sample_index) is not int or sample_index < 0:
+      raise ValueError(f"sample_index must be an int >= 0, got {sample_index!r}")
+    body: dict[str, Any] = {"model": route.model_id, "messages": messages, "seed": sample_index,
+                            route.max_tokens_field: max_tokens}
+    if route.sends_temperature:
+      body["temperature"] = temperature
+    payload = _CANONICAL(body).encode("ascii")  # the one serialisation: request body and cache key
+    cache = self.cache
+    key = None
+    if cache is not None:
+      started = time.perf_counter()
+      key = hashlib.sha256(self._key_prefix + payload).hexdigest()
+      hit = cache.get(key)
+      if hit is not None:
+        return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
+                          time.perf_counter() - started, True, hit.attempts)
+    text, prompt_tokens, completion_tokens, attempts, latency = await self._post(model, payload)
+    cost = route.spec.cost(prompt_tokens, completion_tokens)
+    if cache is not None:
+      cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency)
+    return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts)
+
+  async def _post(self, model: str, payload: bytes) -> tuple[str, int, int, int, float]:
+    """Send `payload` until it is answered; returns (text, prompt_tokens, completion_tokens, attempts, latency)."""
+    session = self._session
+    semaphore = self._semaphore
+    attempt = 0
+    connect_failures = 0
+    started = None
+    while True:
+      attempt += 1
+      await semaphore.acquire()
+      try:
+        if started is None:
+          started = time.perf_counter()
+        async with session.post(self._url, data=payload) as resp:
+          status = resp.status
+          raw = await resp.read()
+          self._reached = True
+          if 200 <= status < 300:
+            text, prompt_tokens, completion_tokens = self._parse(model, raw)
+            return text, prompt_tokens, completion_tokens, attempt, time.perf_counter() - started
+          if status in RETRY_STATUSES or status >= 500:
+            failure = _Retry(f"HTTP {status}: {self._redact(_error_message(raw))[:200]}", status,
+                             parse_retry_after(resp.headers))
+          else:
+            raise NonRetryableError(model, status, self._redact(_error_message(raw)))
+      except _Retry as e:
+        failure = e
+      except aiohttp.ClientConnectorError as e:
+        connect_failures += 1
+        failure = _Retry(f"cannot connect: {type(e).__name__}: {e}", connect_failure=True)
+      except (TimeoutError, asyncio.TimeoutError):
+        failure = _Retry(f"no answer within {self.timeout_s:g}s")
+      except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+        failure = _Retry(f"connection error: {type(e).__name__}: {e}")
+      finally:
+        semaphore.release()
+
+      if failure.connect_failure and not self._reached and connect_failures > self.unreachable_retries:
+        raise EndpointUnreachableError(self.endpoint.base_url, connect_failures, failure.reason)
+      if attempt > self.max_retries:
+        if connect_failures == attempt:
+          raise EndpointUnreachableError(self.endpoint.base_url, connect_failures, failure.reason)
+        raise RetriesExhaustedError(model, attempt, failure.status, failure.reason)
+      delay = self._delay(attempt, failure)
+      log.debug("retry %d/%d for %s at %s after %s; waiting %.2fs", attempt, self.max_retries, model,
+                self.endpoint.name, failure.reason, delay)
+      await asyncio.sleep(delay)
+
+  def _parse(self, model: str, raw: bytes) -> tuple[str, int, int]:
+    """(text, prompt_tokens, completion_tokens) of a 2xx body; `_Retry` when it is not a completion."""
+    try:
+      data = json.loads(raw)
+      choices = data.get("choices")
+      if not choices:
+        err = data.get("error")
+        # OpenRouter reports upstream failures as a 200 whose body is an error object.
+        if isinstance(err, dict):
+          code = err.get("code")
+          message = self._redact(str(err.get("message", "")))
+          if isinstance(code, int) and 400 <= code < 500 and code not in RETRY_STATUSES:
+            raise NonRetryableError(model, code, message)
+          raise _Retry(f"error object in a 2xx body (code {code}): {message[:200]}",
+                       code if isinstance(code, int) else None)
+        raise _Retry("2xx body without choices")
+      text = choices[0]["message"]["content"]
+      usage = data["usage"]
+      return ("" if text is None else text), int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+      raise _Retry(f"malformed completion body ({type(e).__name__})") from None
+
+  def _delay(self, attempt: int, failure: _Retry) -> float:
+    if failure.connect_failure and not self._reached:
+      return self.backoff_base_s * 0.2 * attempt  # fail fast on a host that is not there
+    if failure.retry_after is not None:
+      return min(failure.retry_after, self.retry_after_cap_s)
+    return float(self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2 ** (attempt - 1))))
+
+  def _redact(self, text: str) -> str:
+    return redact_secrets(text, self.endpoint.api_key)
