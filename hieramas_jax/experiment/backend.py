@@ -1,0 +1,76 @@
+"""The run's one LLM client: the embedded simulated pool unless flags name a real endpoint.
+
+`open_backend(flags, seed)` starts the sim in a thread when `--backend=sim` and no `--base_url` is
+given, builds the endpoint from the shared backend flags (keys only from the environment), opens the
+on-disk response cache and one `LLMClient`, and tears all of it down on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pathlib
+from typing import Any, AsyncIterator
+
+from hieramas_jax.llm.cache import ResponseCache
+from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
+from hieramas_jax.paths import cache_dir
+
+BACKEND_FLAG_NAMES = ("backend", "base_url", "api_key_env", "model_map", "max_concurrency",
+                      "request_timeout_s", "max_retries")
+
+
+@dataclasses.dataclass
+class Backend:
+  """What a run talks to."""
+
+  client: LLMClient
+  endpoint: Endpoint
+  cache: ResponseCache | None
+
+  @property
+  def label(self) -> str:
+    """"sim" for the simulated pool (results get labelled), else the endpoint's name."""
+    return "sim" if self.endpoint.is_sim else self.endpoint.name
+
+
+def sim_endpoint_name(seed: int) -> str:
+  """The embedded sim's endpoint name: part of every cache key, so another sim seed never replays."""
+  return f"sim:seed{seed}"
+
+
+@contextlib.asynccontextmanager
+async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
+                       cache_root: str | os.PathLike | None = None) -> AsyncIterator[Backend]:
+  """Yields a `Backend` for the run described by the shared backend flags.
+
+  Args:
+    flag_values: absl FLAGS (or any object with the backend flag attributes).
+    seed: the run's seed; also the embedded sim's seed and the client's jitter seed.
+    use_cache: keep the on-disk response cache (a rerun replays, a killed run resumes for free).
+    cache_root: defaults to `paths.cache_dir()`.
+  """
+  handle = None
+  cache = None
+  try:
+    sim_name = sim_endpoint_name(seed)
+    if flag_values.backend == "sim" and not flag_values.base_url:
+      from hieramas_jax.sim.server import SimConfig, start_sim_in_thread  # pylint: disable=import-outside-toplevel
+      handle = start_sim_in_thread(SimConfig(seed=seed))
+      base_url = handle.base_url
+    else:
+      base_url = None
+      # An external sim's seed is unknown here: name it by its URL so caches never mix.
+      sim_name = f"sim:{flag_values.base_url}" if flag_values.base_url else sim_name
+    endpoint = endpoint_from_flags(flag_values, sim_base_url=base_url, sim_name=sim_name)
+    if use_cache:
+      cache = ResponseCache(pathlib.Path(cache_root or cache_dir()) / "responses")
+    async with LLMClient(endpoint, cache=cache, seed=seed, **client_options_from_flags(flag_values)) as client:
+      yield Backend(client, endpoint, cache)
+  finally:
+    if cache is not None:
+      cache.close()
+    if handle is not None:
+      handle.close()

@@ -1,0 +1,37 @@
+"""Shared entry-point plumbing: user mistakes end in one clear error line and a non-zero exit."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Callable
+
+from hieramas_jax.benchmarks.data import DataError, UnknownBenchmarkError
+from hieramas_jax.llm.errors import LLMError
+from hieramas_jax.llm.registry import UnknownModelError, UnknownPoolError
+from hieramas_jax.mas.config import ConfigError
+from hieramas_jax.mas.roles import UnknownRoleError
+from hieramas_jax.methods.api import UnknownMethodError
+
+EXIT_USER_ERROR = 2
+
+# Errors that mean "the request was wrong / the world is not as the flags say", not a bug: they get
+# one line, no traceback. Anything else is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    UnknownMethodError, UnknownBenchmarkError, UnknownPoolError, UnknownModelError, UnknownRoleError,
+    LLMError, DataError, ConfigError)
+
+
+def run_or_exit(fn: Callable[[], Any], extra_errors: tuple[type[BaseException], ...] = ()) -> Any:
+  """Calls `fn`; on a user error prints `error: <message>` to stderr and exits with status 2."""
+  try:
+    return fn()
+  except USER_ERRORS + extra_errors as e:
+    logging.shutdown()
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_USER_ERROR)
+
+
+def selected_flags(flag_values: Any, names) -> dict[str, Any]:
+  """The values of the named flags (for config.json and provenance; redacted there)."""
+  return {n: flag_values[n].value for n in names if n in flag_values}

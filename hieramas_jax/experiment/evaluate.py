@@ -1,0 +1,187 @@
+"""Evaluate one method on a list of items: all queries concurrently, each result persisted as it lands.
+
+Every finished item is appended (and flushed) to `items.jsonl` in the run directory, so a run killed
+at any point resumes by skipping the ids already there; together with the response cache, calls of
+finished queries are never paid for twice. Results are graded by the real graders
+(hieramas_jax.benchmarks.graders), never by a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+from typing import Any, Iterable, Sequence
+
+from tqdm.auto import tqdm
+
+from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.experiment.provenance import atomic_write_text
+from hieramas_jax.experiment.writers import MetricWriter
+from hieramas_jax.methods.api import Method, RunContext
+
+log = logging.getLogger(__name__)
+
+ITEMS_FILE = "items.jsonl"
+TRACES_FILE = "traces.jsonl"
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemResult:
+  """One graded query.
+
+  Attributes:
+    item_id: the benchmark item.
+    correct: the grader's verdict.
+    extracted: what the grader read as the answer (None: none found).
+    detail: the grader's reason.
+    cost_usd / prompt_tokens / completion_tokens / n_calls / cached_calls: sums over the query's calls.
+    trace: the trace summary (who was called, wall time, method extras such as votes).
+  """
+
+  item_id: str
+  correct: bool
+  extracted: str | None
+  detail: str
+  cost_usd: float
+  prompt_tokens: int
+  completion_tokens: int
+  n_calls: int
+  cached_calls: int
+  trace: dict[str, Any]
+
+  def to_json(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_json(cls, data: dict[str, Any]) -> "ItemResult":
+    return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+
+
+def summarise(results: Sequence[ItemResult]) -> dict[str, Any]:
+  """Accuracy (%), total cost and tokens of a set of results."""
+  n = len(results)
+  n_correct = sum(r.correct for r in results)
+  return {"n": n, "n_correct": n_correct, "accuracy": 100.0 * n_correct / n if n else float("nan"),
+          "cost_usd": sum(r.cost_usd for r in results),
+          "prompt_tokens": sum(r.prompt_tokens for r in results),
+          "completion_tokens": sum(r.completion_tokens for r in results),
+          "n_calls": sum(r.n_calls for r in results),
+          "cached_calls": sum(r.cached_calls for r in results)}
+
+
+def load_done(run_dir: str | os.PathLike) -> dict[str, ItemResult]:
+  """Results already in a run directory's items.jsonl.
+
+  A line torn by a kill mid-write can only be the last one; it is dropped and the file rewritten
+  without it, so the next append starts on a clean line.
+  """
+  path = pathlib.Path(run_dir) / ITEMS_FILE
+  if not path.exists():
+    return {}
+  done: dict[str, ItemResult] = {}
+  good_lines: list[str] = []
+  torn = False
+  for line in path.read_text(encoding="utf-8").splitlines():
+    if not line.strip():
+      continue
+    try:
+      result = ItemResult.from_json(json.loads(line))
+    except (json.JSONDecodeError, KeyError, TypeError):
+      torn = True
+      continue
+    done[result.item_id] = result
+    good_lines.append(line)
+  if torn:
+    log.warning("%s: dropped a torn line left by an interrupted run", path)
+    atomic_write_text(path, "".join(l + "\n" for l in good_lines))
+  return done
+
+
+async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
+                   run_dir: str | os.PathLike | None = None, bound: int | asyncio.Semaphore = 32,
+                   writers: Iterable[MetricWriter] = (), progress: bool = True, desc: str | None = None,
+                   save_traces: bool = True) -> list[ItemResult]:
+  """Solve and grade every item; returns results in the order of `items`.
+
+  Args:
+    method: any registered method.
+    items: the queries (ids must be unique).
+    ctx: client, pool, seed, settings.
+    run_dir: where items.jsonl (and traces.jsonl) live; items already there are skipped. None: no
+      persistence (tests).
+    bound: most queries in flight at once, or a semaphore shared with other evaluations so that
+      several cells of a table share one global bound.
+    writers: metric writers; each finished item logs running accuracy and cost.
+    progress: show a tqdm bar.
+    desc: the progress bar's label.
+    save_traces: also append each full trace (every call's text) to traces.jsonl.
+
+  Raises:
+    Whatever a query raises once its retries are exhausted (LLMError...). Items finished before
+    the failure are already on disk; rerun to resume.
+  """
+  ids = [it.id for it in items]
+  if len(set(ids)) != len(ids):
+    raise ValueError("evaluate: item ids must be unique")
+  writers = list(writers)
+  done: dict[str, ItemResult] = {}
+  items_f = traces_f = None
+  if run_dir is not None:
+    run_dir = pathlib.Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    wanted = set(ids)
+    done = {k: v for k, v in load_done(run_dir).items() if k in wanted}
+    items_f = open(run_dir / ITEMS_FILE, "a", encoding="utf-8")
+    if save_traces:
+      traces_f = open(run_dir / TRACES_FILE, "a", encoding="utf-8")
+  sem = asyncio.Semaphore(bound) if isinstance(bound, int) else bound
+  todo = [it for it in items if it.id not in done]
+  finished: list[ItemResult] = list(done.values())
+  bar = tqdm(total=len(items), initial=len(done), desc=desc or method.name, disable=not progress,
+             dynamic_ncols=True, leave=False)
+
+  async def one(item: Item) -> ItemResult:
+    async with sem:
+      trace = await method.solve(ctx, item)
+    grade = await graders.grade_async(item, trace.final_text)
+    result = ItemResult(item_id=item.id, correct=bool(grade.correct), extracted=grade.extracted,
+                        detail=grade.detail, cost_usd=trace.cost_usd, prompt_tokens=trace.prompt_tokens,
+                        completion_tokens=trace.completion_tokens, n_calls=trace.n_calls,
+                        cached_calls=sum(c.cached for c in trace.calls), trace=trace.summary())
+    # Runs in the event loop thread between awaits: lines never interleave.
+    if traces_f is not None:
+      traces_f.write(json.dumps({"item_id": item.id, "correct": result.correct, **trace.to_json()}) + "\n")
+      traces_f.flush()
+    if items_f is not None:
+      items_f.write(json.dumps(result.to_json()) + "\n")
+      items_f.flush()
+    finished.append(result)
+    bar.update(1)
+    if writers:
+      running = summarise(finished)
+      for w in writers:
+        w.write_scalars(len(finished), {"accuracy": running["accuracy"], "cost_usd": running["cost_usd"],
+                                        "item_correct": float(result.correct),
+                                        "item_cost_usd": result.cost_usd})
+    return result
+
+  tasks = [asyncio.ensure_future(one(it)) for it in todo]
+  try:
+    new = await asyncio.gather(*tasks)
+  except BaseException:
+    for t in tasks:
+      t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    raise
+  finally:
+    bar.close()
+    for f in (items_f, traces_f):
+      if f is not None:
+        f.close()
+  by_id = {**done, **{r.item_id: r for r in new}}
+  return [by_id[i] for i in ids]

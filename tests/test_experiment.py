@@ -1,0 +1,178 @@
+"""Experiment runner: evaluate + resume over real HTTP, torn lines, Table 1 entry point, bad flags."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.experiment.evaluate import ITEMS_FILE, evaluate, load_done, summarise
+from hieramas_jax.llm.cache import ResponseCache
+from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.endpoint import make_endpoint
+from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.paths import REPO_DIR
+from fault_server import FaultServer
+from mas_fakes import FakeClient
+
+ITEMS = list(load_items("mmlu_redux")[:12])
+
+
+class CancelAfter:
+  """A metric writer that cancels the evaluation once `n` items have finished (a 'kill')."""
+
+  def __init__(self, n):
+    self.n, self.task = n, None
+
+  def write_scalars(self, step, scalars):
+    if step == self.n:
+      self.task.cancel()
+
+  def write_summary(self, summary):
+    pass
+
+  def close(self):
+    pass
+
+
+async def _run(server, run_dir, cache_dir, *, cancel_after=None):
+  endpoint = make_endpoint("custom", base_url=server.base_url)
+  cache = ResponseCache(cache_dir)
+  try:
+    async with LLMClient(endpoint, cache=cache, max_concurrency=4) as client:
+      ctx = RunContext(client, get_pool("gpt-5-mini"))
+      writers = []
+      if cancel_after:
+        writers = [CancelAfter(cancel_after)]
+      task = asyncio.ensure_future(evaluate(make_method("sc"), ITEMS, ctx, run_dir=run_dir, bound=3,
+                                            writers=writers, progress=False))
+      for w in writers:
+        w.task = task
+      return await task
+  finally:
+    cache.close()
+
+
+def _numbers(results):
+  return [(r.item_id, r.correct, r.extracted, r.cost_usd, r.prompt_tokens, r.completion_tokens, r.n_calls)
+          for r in results]
+
+
+def test_a_cancelled_run_resumes_with_the_same_numbers_and_no_call_paid_twice(tmp_path):
+  async def go():
+    async with FaultServer() as reference_server:
+      reference = await _run(reference_server, tmp_path / "ref", tmp_path / "ref-cache")
+    async with FaultServer() as server:
+      with pytest.raises(asyncio.CancelledError):
+        await _run(server, tmp_path / "run", tmp_path / "cache", cancel_after=4)
+      done_after_kill = load_done(tmp_path / "run")
+      sent_before_resume = len(server.requests)
+      resumed = await _run(server, tmp_path / "run", tmp_path / "cache")
+      return reference, done_after_kill, sent_before_resume, resumed, server.requests
+
+  reference, done_after_kill, sent_before, resumed, requests = asyncio.run(go())
+  assert 4 <= len(done_after_kill) < len(ITEMS)
+  assert _numbers(resumed) == _numbers(reference)
+  assert summarise(resumed)["cost_usd"] == pytest.approx(summarise(reference)["cost_usd"])
+  # The resumed run asked nothing about items finished before the kill...
+  done_questions = [load_items_by_id(i).question for i in done_after_kill]
+  for body in requests[sent_before:]:
+    assert not any(q in body["messages"][1]["content"] for q in done_questions)
+  # ...and repeated only calls that were in flight at the kill (3 queries x 5 samples at most).
+  keys = [json.dumps(b, sort_keys=True) for b in requests]
+  assert len(keys) - len(set(keys)) <= 3 * 5
+  assert len(set(keys)) == len(ITEMS) * 5
+  lines = (tmp_path / "run" / ITEMS_FILE).read_text().splitlines()
+  assert sorted(json.loads(l)["item_id"] for l in lines) == sorted(it.id for it in ITEMS)
+
+
+def load_items_by_id(item_id):
+  return next(it for it in ITEMS if it.id == item_id)
+
+
+def test_a_torn_last_line_is_dropped_and_the_item_redone(tmp_path):
+  client = FakeClient(lambda m, msg, s: "The answer is (A)")
+  ctx = RunContext(client, get_pool("gpt-5-mini"))
+  items = ITEMS[:3]
+  first = asyncio.run(evaluate(make_method("base"), items, ctx, run_dir=tmp_path, progress=False))
+  path = tmp_path / ITEMS_FILE
+  lines = path.read_text().splitlines()
+  path.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][: len(lines[2]) // 2])  # killed mid-write
+  assert len(load_done(tmp_path)) == 2
+  n_calls = len(client.calls)
+  again = asyncio.run(evaluate(make_method("base"), items, ctx, run_dir=tmp_path, progress=False))
+  assert len(client.calls) == n_calls + 1
+  assert _numbers(again) == _numbers(first)
+  assert all(json.loads(l) for l in path.read_text().splitlines())
+  assert [r.correct for r in first] == [it.answer == "A" for it in items]
+
+
+def test_evaluate_runs_queries_concurrently_under_the_bound():
+  client = FakeClient(latency=0.05)
+  ctx = RunContext(client, get_pool("qwen3-80b"))
+  asyncio.run(evaluate(make_method("sc"), ITEMS[:8], ctx, bound=2, progress=False))
+  assert client.max_in_flight == 2 * 5
+
+
+def _script(*args, env_extra=None, timeout=240):
+  env = dict(os.environ, PYTHONPATH=str(REPO_DIR), **(env_extra or {}))
+  return subprocess.run([sys.executable, str(REPO_DIR / "experiments" / "reproduce_table1.py"), *args],
+                        capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO_DIR)
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("--methods=base,nope", "error: unknown method 'nope'; known: base, cot, sc, sc_cot"),
+    ("--benchmarks=gsm8k", "error: unknown benchmark 'gsm8k'"),
+    ("--pools=claude", "error: unknown pool setting 'claude'"),
+    ("--split=dev", "error: unknown split 'dev'"),
+])
+def test_bad_flags_exit_non_zero_with_one_clear_line_and_write_nothing(tmp_path, bad, message):
+  proc = _script(bad, f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}", "--wandb=false")
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def test_missing_key_for_a_real_endpoint_is_one_clear_line(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
+  proc = subprocess.run([sys.executable, str(REPO_DIR / "experiments" / "reproduce_table1.py"),
+                         "--backend=openrouter", "--limit=1", "--benchmarks=mmlu_redux", "--wandb=false",
+                         f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}"],
+                        capture_output=True, text=True, timeout=120, cwd=REPO_DIR,
+                        env=dict(env, PYTHONPATH=str(REPO_DIR)))
+  assert proc.returncode == 2
+  assert "OPENROUTER_API_KEY" in proc.stderr.strip().splitlines()[-1]
+  assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_reproduce_table1_end_to_end_on_the_sim_over_http(tmp_path):
+  out = tmp_path / "out"
+  args = ("--benchmarks=mmlu_redux", "--limit=3", "--wandb=false", "--progress=false",
+          f"--out_dir={out}", f"--run_root={tmp_path / 'runs'}")
+  proc = _script(*args, env_extra={"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")})
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  record = json.loads((out / "table1.json").read_text())
+  assert set(record["cells"]) == {f"{m}|mmlu_redux|{p}" for m in ("base", "cot", "sc", "sc_cot")
+                                  for p in ("gpt-5-mini", "qwen3-80b")}
+  for cell in record["cells"].values():
+    assert cell["n"] == 3 and cell["cost_usd"] > 0 and 0 <= cell["accuracy"] <= 100
+  assert record["cells"]["sc|mmlu_redux|gpt-5-mini"]["n_calls"] == 15
+  assert record["provenance"]["backend"] == "sim" and "simulated" in record["provenance"]["label"]
+  md = (out / "table1.md").read_text()
+  assert "simulated pool" in md.splitlines()[0]
+  assert "--limit=3" in md and record["provenance"]["data_sha256"]["mmlu_redux"]
+  # A rerun replays from the response cache and run dirs: identical numbers, nothing recomputed.
+  proc2 = _script(*args, env_extra={"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")})
+  assert proc2.returncode == 0, proc2.stderr[-3000:]
+  record2 = json.loads((out / "table1.json").read_text())
+  assert {k: (c["accuracy"], c["cost_usd"]) for k, c in record2["cells"].items()} == \
+         {k: (c["accuracy"], c["cost_usd"]) for k, c in record["cells"].items()}
