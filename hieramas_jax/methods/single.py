@@ -19,12 +19,14 @@ class SingleCall:
     cot: chain-of-thought prompt.
     temperature / max_tokens: the reference code's 0.2 / 2048.
     model: a fixed model (calibration uses every model of the registry); None = the pool's strong one.
+    sample_index: the request's sample index (calibration repeats HumanEval+ with 0..2 to cut noise).
   """
 
   cot: bool = False
   temperature: float = 0.2
   max_tokens: int = 2048
   model: str | None = None
+  sample_index: int = 0
 
   @property
   def name(self) -> str:
@@ -34,7 +36,8 @@ class SingleCall:
     model = self.model or ctx.pool.strong
     rec = await call_llm(ctx.client, Clock(), node=NO_NODE, role=None, position="single", model=model,
                          messages=roles.single_model_messages(item, cot=self.cot),
-                         temperature=self.temperature, max_tokens=self.max_tokens)
+                         temperature=self.temperature, max_tokens=self.max_tokens,
+                         sample_index=self.sample_index)
     return Trace(item_id=item.id, method=self.name, final_text=rec.text, calls=[rec])
 
 
