@@ -176,3 +176,37 @@ def test_reproduce_table1_end_to_end_on_the_sim_over_http(tmp_path):
   record2 = json.loads((out / "table1.json").read_text())
   assert {k: (c["accuracy"], c["cost_usd"]) for k, c in record2["cells"].items()} == \
          {k: (c["accuracy"], c["cost_usd"]) for k, c in record["cells"].items()}
+
+
+def test_wandb_writer_runs_offline_and_never_sees_a_secret(tmp_path, monkeypatch):
+  from hieramas_jax.experiment.writers import WandbWriter
+  monkeypatch.setenv("WANDB_SILENT", "true")
+  w = WandbWriter(tmp_path, {"seed": 0, "api_key": "sk-do-not-leak", "api_key_env": "OPENROUTER_API_KEY"},
+                  name="test")
+  assert w._run.config["api_key"] == "<redacted>" and w._run.config["api_key_env"] == "OPENROUTER_API_KEY"
+  assert w._run.settings.mode == "offline"
+  w.write_scalars(1, {"accuracy": 50.0})
+  w.write_summary({"accuracy": 50.0})
+  w.close()
+  leaked = [p for p in tmp_path.rglob("*") if p.is_file() and b"sk-do-not-leak" in p.read_bytes()]
+  assert not leaked
+
+
+def test_jsonl_writer_and_table_markdown(tmp_path):
+  from hieramas_jax.experiment.writers import JsonlWriter
+  from hieramas_jax.report.table1 import cell_key, table1_markdown
+  w = JsonlWriter(tmp_path)
+  w.write_scalars(1, {"accuracy": float("nan")})
+  w.write_summary({"accuracy": 50.0})
+  w.close()
+  assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "accuracy": None}
+  cells = {cell_key(m, "math", p): {"accuracy": acc, "cost_usd": 0.5, "n": 90}
+           for m, acc in (("base", 70.0), ("sc", 80.0)) for p in ("gpt-5-mini", "qwen3-80b")}
+  record = {"methods": ["base", "sc"], "benchmarks": ["math"], "pools": ["gpt-5-mini", "qwen3-80b"],
+            "split": "test", "limit": None, "cells": cells,
+            "provenance": {"backend": "sim", "label": "simulated pool (x)", "seed": 0, "command": "python x.py"}}
+  md = table1_markdown(record)
+  assert md.splitlines()[0] == "# Table 1 (first methods) - simulated pool"
+  assert "| Self-Consistency | 80.00 ($0.5000, n=90) | 80.00 ($0.5000, n=90) | 80.00 | $1.0000 |" in md
+  assert "| Base | 77.78 | 74.44 |" in md  # the paper's rows for reference
+  assert "python x.py" in md
