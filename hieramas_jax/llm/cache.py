@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
+import math
 import os
 import pathlib
 import secrets
@@ -27,6 +29,7 @@ from typing import Any, NamedTuple
 from hieramas_jax.llm.errors import CacheCorruptError
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_quote = json.encoder.encode_basestring_ascii  # str -> quoted JSON string, escapes lone surrogates
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -63,7 +66,7 @@ class ResponseCache:
     self.directory = pathlib.Path(directory)
     self.directory.mkdir(parents=True, exist_ok=True)
     self._index: dict[str, CachedResponse] = {}
-    self._file = None
+    self._fd: int | None = None
     self.shard_path: pathlib.Path | None = None
     self.torn_lines = 0  # torn last lines skipped at load (each one a call killed mid-write)
     for shard in sorted(self.directory.glob("*.jsonl")):
@@ -104,22 +107,26 @@ class ResponseCache:
     """Record one answered call; written and flushed before returning, so a kill cannot lose it."""
     if key in self._index:
       return
-    if self._file is None:
+    if self._fd is None:
       stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
       self.shard_path = self.directory / f"{stamp}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
-      self._file = open(self.shard_path, "a", encoding="utf-8")
-    line = json.dumps({"key": key, "endpoint": endpoint, "model": model, "text": text,
-                       "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                       "cost_usd": cost_usd, "attempts": attempts, "latency_s": latency_s},
-                      ensure_ascii=True)  # escapes lone surrogates a model may emit
-    self._file.write(line + "\n")
-    self._file.flush()
+      self._fd = os.open(self.shard_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # Formatted by hand (same JSON as json.dumps, ASCII-escaped strings, repr floats) because this runs
+    # once per paid call on the client's hot path; one unbuffered os.write per record is the "flush".
+    if not math.isfinite(cost_usd):
+      raise ValueError(f"cost_usd must be finite, got {cost_usd!r}")
+    line = (f'{{"key":{_quote(key)},"endpoint":{_quote(endpoint)},"model":{_quote(model)},"text":{_quote(text)},'
+            f'"prompt_tokens":{int(prompt_tokens)},"completion_tokens":{int(completion_tokens)},'
+            f'"cost_usd":{float(cost_usd)!r},"attempts":{int(attempts)},"latency_s":{float(latency_s)!r}}}\n')
+    data = line.encode("ascii")
+    while data:  # a regular file takes it in one write; loop in case the OS says otherwise
+      data = data[os.write(self._fd, data):]
     self._index[key] = CachedResponse(text, model, prompt_tokens, completion_tokens, cost_usd, attempts)
 
   def close(self) -> None:
-    if self._file is not None:
-      self._file.close()
-      self._file = None
+    if self._fd is not None:
+      os.close(self._fd)
+      self._fd = None
 
   def __enter__(self) -> ResponseCache:
     return self

@@ -1,0 +1,229 @@
+"""Executor benchmark: how close the LLM layer and the MAS runtime get to the transport's limits.
+
+Writes `results/bench.json` key `executor` (with provenance). The sim server runs in its own process,
+so client and server do not share an event loop or a GIL.
+
+(b) throughput, zero sim latency, one run against the same server at the same concurrency, every
+    request distinct (a fresh MMLU-Redux prompt x sample index):
+      calls_per_s               LLMClient with retries, accounting and a fresh response cache on;
+      openai_sdk_calls_per_s    the official `openai.AsyncOpenAI` client;
+      bare_aiohttp_calls_per_s  a bare aiohttp post-and-parse loop (the transport's limit).
+    The three are interleaved over `--reps` rounds after a warm-up; medians are reported.
+    Goals: calls_per_s >= 5 x SDK and >= 0.7 x bare.
+(a) latency-bound: `--queries` MMLU-Redux queries in flight at once through a 5-supernode DAG of depth
+    3 (2 proposers + synthesizer each) plus the runtime's final decision call, every call taking
+    `--latency_s` on the sim. `wall_over_critical_path` = wall / (depth x 2 x latency) as the issue
+    defines it (goal <= 1.10); the decision call adds one more latency to the true critical path, so
+    `wall_over_true_critical_path` divides by (2 x depth + 1) x latency.
+
+Run: `python experiments/bench_executor.py` (or `make bench`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from absl import app, flags
+
+from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.experiment.provenance import provenance, update_json_key
+from hieramas_jax.llm.cache import ResponseCache
+from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.endpoint import sim_endpoint
+from hieramas_jax.paths import RESULTS_DIR
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("seed", 0, "Sim seed and client jitter seed.")
+flags.DEFINE_integer("concurrency", 64, "Requests in flight for the throughput part (all three clients).")
+flags.DEFINE_integer("calls", 3000, "Calls per round for LLMClient and the bare loop.")
+flags.DEFINE_integer("sdk_calls", 600, "Calls per round for the (slower) openai SDK.")
+flags.DEFINE_integer("reps", 3, "Interleaved rounds of the three clients.")
+flags.DEFINE_integer("queries", 200, "Queries in flight for the latency-bound part.")
+flags.DEFINE_float("latency_s", 0.5, "Fixed sim latency per call for the latency-bound part.")
+flags.DEFINE_enum("parts", "ab", ["a", "b", "ab"], "Which parts to run.")
+flags.DEFINE_string("out", str(RESULTS_DIR / "bench.json"), "Results file (key `executor`).")
+
+MODEL = "qwen3-8b"
+DEPTH = 3
+
+
+def _prompts(n: int, offset: int) -> list[list[dict]]:
+  """n distinct chat requests (MMLU-Redux questions, cycled with a round tag), no two alike."""
+  items = load_items("mmlu_redux")
+  out = []
+  for i in range(offset, offset + n):
+    item = items[i % len(items)]
+    out.append([{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": f"{item.question}\n\nAnswer with the letter. (request {i})"}])
+  return out
+
+
+async def _ours(base_url: str, prompts, concurrency: int, seed: int) -> float:
+  with ResponseCache(tempfile.mkdtemp(prefix="bench-cache-")) as cache:
+    async with LLMClient(sim_endpoint(base_url, name="sim:bench"), cache=cache, max_concurrency=concurrency,
+                         seed=seed) as client:
+      start = time.perf_counter()
+      results = await asyncio.gather(*(
+          client.chat(MODEL, m, temperature=0.2, max_tokens=256, sample_index=0) for m in prompts))
+      elapsed = time.perf_counter() - start
+  assert not any(r.cached for r in results) and all(r.cost_usd > 0 for r in results)
+  return len(prompts) / elapsed
+
+
+async def _bare(base_url: str, prompts, concurrency: int) -> float:
+  import aiohttp  # pylint: disable=import-outside-toplevel
+  url = base_url.rstrip("/") + "/chat/completions"
+  headers = {"Content-Type": "application/json"}
+  semaphore = asyncio.Semaphore(concurrency)
+  async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+    async def one(messages):
+      body = json.dumps({"model": MODEL, "messages": messages, "temperature": 0.2, "max_tokens": 256,
+                         "seed": 0})
+      async with semaphore:
+        async with session.post(url, data=body, headers=headers) as resp:
+          data = json.loads(await resp.read())
+      return data["choices"][0]["message"]["content"], data["usage"]
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(m) for m in prompts))
+    return len(prompts) / (time.perf_counter() - start)
+
+
+async def _sdk(base_url: str, prompts, concurrency: int) -> float:
+  import httpx  # pylint: disable=import-outside-toplevel
+  import openai  # pylint: disable=import-outside-toplevel
+  limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+  client = openai.AsyncOpenAI(base_url=base_url, api_key="sim-needs-no-key",
+                              http_client=openai.DefaultAsyncHttpxClient(limits=limits))
+  semaphore = asyncio.Semaphore(concurrency)
+
+  async def one(messages):
+    async with semaphore:
+      resp = await client.chat.completions.create(model=MODEL, messages=messages, temperature=0.2,
+                                                  max_tokens=256, seed=0)
+    return resp.choices[0].message.content, resp.usage
+
+  try:
+    start = time.perf_counter()
+    await asyncio.gather(*(one(m) for m in prompts))
+    return len(prompts) / (time.perf_counter() - start)
+  finally:
+    await client.close()
+
+
+async def throughput(base_url: str) -> dict:
+  c, n, n_sdk = FLAGS.concurrency, FLAGS.calls, FLAGS.sdk_calls
+  offset = 0
+
+  def take(k):
+    nonlocal offset
+    offset += k
+    return _prompts(k, offset - k)
+
+  # Warm-up: imports, connection pools, the sim's first-request work.
+  await _ours(base_url, take(300), c, FLAGS.seed)
+  await _bare(base_url, take(300), c)
+  await _sdk(base_url, take(100), c)
+  runs = {"calls_per_s": [], "bare_aiohttp_calls_per_s": [], "openai_sdk_calls_per_s": []}
+  for _ in range(FLAGS.reps):
+    runs["calls_per_s"].append(await _ours(base_url, take(n), c, FLAGS.seed))
+    runs["bare_aiohttp_calls_per_s"].append(await _bare(base_url, take(n), c))
+    runs["openai_sdk_calls_per_s"].append(await _sdk(base_url, take(n_sdk), c))
+  med = {k: statistics.median(v) for k, v in runs.items()}
+  ratio_sdk = med["calls_per_s"] / med["openai_sdk_calls_per_s"]
+  ratio_bare = med["calls_per_s"] / med["bare_aiohttp_calls_per_s"]
+  return {**{k: round(v, 1) for k, v in med.items()},
+          "ratio_vs_openai_sdk": round(ratio_sdk, 2), "ratio_vs_bare_aiohttp": round(ratio_bare, 3),
+          "goal_vs_openai_sdk": 5.0, "goal_vs_bare_aiohttp": 0.7,
+          "met": bool(ratio_sdk >= 5.0 and ratio_bare >= 0.7),
+          "rounds": {k: [round(x, 1) for x in v] for k, v in runs.items()},
+          "concurrency": c, "calls_per_round": {"llm_client": n, "bare_aiohttp": n, "openai_sdk": n_sdk},
+          "model": MODEL, "sim_latency_s": 0.0}
+
+
+def _dag_config():
+  """5 supernodes of 2 proposers + 1 synthesizer, depth 3: {0, 1} -> 2 -> {3, 4}."""
+  from hieramas_jax.mas.runtime import build_config  # pylint: disable=import-outside-toplevel
+  roles = ("Knowlegable Expert", "Critic", "Mathematician", "Historian", "Economist")
+  pool = ("qwen3-8b", "llama-8b", "gemma-3-27b", "deepseek-v3", "qwen3-80b")
+  specs = [(r, (pool[j % 5], pool[(j + 1) % 5]), pool[(j + 2) % 5]) for j, r in enumerate(roles)]
+  return build_config(specs, "qwen3-80b", edges=[(0, 2), (1, 2), (2, 3), (2, 4)])
+
+
+async def latency_bound(base_url: str) -> dict:
+  from hieramas_jax.mas.runtime import RunSettings, run_mas  # pylint: disable=import-outside-toplevel
+  config = _dag_config()
+  items = load_items("mmlu_redux")
+  q, lat = FLAGS.queries, FLAGS.latency_s
+  calls_per_query = sum(len(n.proposers) + 1 for n in config.nodes) + 1
+  peak = q * 2 * 2  # the two source supernodes' proposers of every query at once
+  async with LLMClient(sim_endpoint(base_url, name="sim:bench-latency"), max_concurrency=2 * peak,
+                       timeout_s=60, seed=FLAGS.seed) as client:
+    # Warm-up: open the connections a steady-state run would already hold.
+    await asyncio.gather(*(client.chat(MODEL, [{"role": "user", "content": f"warm {i}"}], temperature=0.2,
+                                       max_tokens=8) for i in range(peak)))
+    start = time.perf_counter()
+    traces = await asyncio.gather(*(run_mas(client, items[i], config, RunSettings())
+                                    for i in range(q)))
+    wall = time.perf_counter() - start
+  n_calls = sum(len(t.calls) for t in traces)
+  assert n_calls == q * calls_per_query, (n_calls, q * calls_per_query)
+  issue_path = DEPTH * 2 * lat
+  true_path = (DEPTH * 2 + 1) * lat
+  return {"wall_s": round(wall, 3), "wall_over_critical_path": round(wall / issue_path, 3),
+          "critical_path_s": issue_path, "goal": 1.10, "met": bool(wall / issue_path <= 1.10),
+          "wall_over_true_critical_path": round(wall / true_path, 3), "true_critical_path_s": true_path,
+          "note": ("critical_path_s = depth x 2 x latency as the issue defines it; run_mas adds a final "
+                   "decision call after the DAG, so no run can beat (2 x depth + 1) x latency = "
+                   f"{true_path:g} s, i.e. wall_over_critical_path >= {true_path / issue_path:.3f}"),
+          "queries": q, "calls": n_calls, "calls_per_query": calls_per_query, "sim_latency_s": lat,
+          "dag": "5 supernodes x (2 proposers + synthesizer), edges {0,1}->2->{3,4}, depth 3, + decision",
+          "client_max_concurrency": 2 * peak}
+
+
+def _start_sim(latency_s: float):
+  from hieramas_jax.sim import server as sim_server  # pylint: disable=import-outside-toplevel
+  return sim_server.start_sim_subprocess(sim_server.SimConfig(seed=FLAGS.seed, fixed_latency_s=latency_s))
+
+
+def main(argv):
+  del argv
+  # absl's INFO root logging would make httpx log every SDK request, slowing the SDK unfairly.
+  for name in ("httpx", "httpcore", "openai", "aiohttp"):
+    logging.getLogger(name).setLevel(logging.WARNING)
+  out = {}
+  if "b" in FLAGS.parts:
+    handle = _start_sim(0.0)
+    try:
+      out.update(asyncio.run(throughput(handle.base_url)))
+    finally:
+      handle.close()
+    print(json.dumps({k: out[k] for k in ("calls_per_s", "openai_sdk_calls_per_s", "bare_aiohttp_calls_per_s",
+                                          "ratio_vs_openai_sdk", "ratio_vs_bare_aiohttp")}))
+  if "a" in FLAGS.parts:
+    handle = _start_sim(FLAGS.latency_s)
+    try:
+      out["latency_bound"] = asyncio.run(latency_bound(handle.base_url))
+    finally:
+      handle.close()
+    print(json.dumps(out["latency_bound"]))
+    out["wall_over_critical_path"] = out["latency_bound"]["wall_over_critical_path"]
+  out["machine"] = {"cpu_count": os.cpu_count(), "note": "client and sim share the machine's cores"}
+  out["provenance"] = provenance(seed=FLAGS.seed, benchmarks=["mmlu_redux"], backend="sim",
+                                 flags={k: FLAGS[k].value for k in ("seed", "concurrency", "calls",
+                                                                     "sdk_calls", "reps", "queries",
+                                                                     "latency_s", "parts")})
+  # A run of one part keeps the other part's figures from an earlier run.
+  previous = json.loads(Path(FLAGS.out).read_text()).get("executor", {}) if Path(FLAGS.out).exists() else {}
+  update_json_key(FLAGS.out, "executor", {**previous, **out})
+
+
+if __name__ == "__main__":
+  app.run(main)
