@@ -195,7 +195,8 @@ def test_key_never_in_repr_logs_errors_or_cache(tmp_path, caplog):
           texts = [repr(client), str(client)]
           r1 = await client.chat("qwen3-8b", messages(1), temperature=0.1, max_tokens=8)
           r2 = await client.chat("gpt-5-mini", messages(2), temperature=0.1, max_tokens=8)
-      wrong = make_endpoint("openrouter", base_url=server.base_url, environ={"OPENROUTER_API_KEY": "sk-wrong"})
+      wrong = make_endpoint("openrouter", base_url=server.base_url,
+                            environ={"OPENROUTER_API_KEY": "sk-wrong"})
       async with fast_client(wrong) as client:
         with pytest.raises(NonRetryableError) as info:
           await client.chat("qwen3-8b", messages(3), temperature=0.1, max_tokens=8)

@@ -115,7 +115,8 @@ class ResponseCache:
     # once per paid call on the client's hot path; one unbuffered os.write per record is the "flush".
     if not math.isfinite(cost_usd):
       raise ValueError(f"cost_usd must be finite, got {cost_usd!r}")
-    line = (f'{{"key":{_quote(key)},"endpoint":{_quote(endpoint)},"model":{_quote(model)},"text":{_quote(text)},'
+    line = (f'{{"key":{_quote(key)},"endpoint":{_quote(endpoint)},"model":{_quote(model)},'
+            f'"text":{_quote(text)},'
             f'"prompt_tokens":{int(prompt_tokens)},"completion_tokens":{int(completion_tokens)},'
             f'"cost_usd":{float(cost_usd)!r},"attempts":{int(attempts)},"latency_s":{float(latency_s)!r}}}\n')
     data = line.encode("ascii")

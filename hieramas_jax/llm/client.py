@@ -38,8 +38,9 @@ import numpy as np
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
                                        DEFAULT_REQUEST_TIMEOUT_S, Endpoint)
-from hieramas_jax.llm.errors import (EndpointUnreachableError, LLMError, NonRetryableError,
-                                     RetriesExhaustedError, UnknownModelError, redact_secrets)
+from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, LLMError,
+                                     NonRetryableError, RetriesExhaustedError, UnknownModelError,
+                                     redact_secrets)
 from hieramas_jax.llm.registry import MODELS, ModelSpec
 
 __all__ = ["CallResult", "LLMClient", "LLMError", "RetriesExhaustedError", "NonRetryableError",
@@ -260,7 +261,11 @@ class LLMClient:
     return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts)
 
   async def _post(self, model: str, payload: bytes) -> tuple[str, int, int, int, float]:
-    """Send `payload` until it is answered; returns (text, prompt_tokens, completion_tokens, attempts, latency)."""
+    """Sends `payload` until it is answered.
+
+    Returns:
+      (text, prompt_tokens, completion_tokens, attempts, latency_s).
+    """
     session = self._session
     semaphore = self._semaphore
     attempt = 0
@@ -293,6 +298,10 @@ class LLMClient:
         failure = _Retry(f"no answer within {self.timeout_s:g}s")
       except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
         failure = _Retry(f"connection error: {type(e).__name__}: {e}")
+      except aiohttp.InvalidURL as e:
+        raise EndpointConfigError(f"endpoint {self.endpoint.name!r}: invalid URL {e}") from None
+      except aiohttp.ClientResponseError as e:  # a reply that is not valid HTTP, too many redirects...
+        failure = _Retry(f"bad HTTP response: {type(e).__name__}: {e.message}", e.status or None)
       finally:
         semaphore.release()
 
