@@ -210,3 +210,32 @@ def test_jsonl_writer_and_table_markdown(tmp_path):
   assert "| Self-Consistency | 80.00 ($0.5000, n=90) | 80.00 ($0.5000, n=90) | 80.00 | $1.0000 |" in md
   assert "| Base | 77.78 | 74.44 |" in md  # the paper's rows for reference
   assert "python x.py" in md
+
+
+def _sim_flags():
+  import types
+  return types.SimpleNamespace(backend="sim", base_url=None, api_key_env=None, model_map=[], max_concurrency=16,
+                               request_timeout_s=30.0, max_retries=3)
+
+
+def test_calibration_measures_each_cell_through_the_sim(tmp_path):
+  from hieramas_jax.experiment.backend import open_backend
+  from hieramas_jax.experiment.calibration import calibration_items, run_calibration
+
+  assert [it.id for it in calibration_items("mmlu_redux", 5, 0)] == [it.id for it in calibration_items("mmlu_redux", 5, 0)]
+  assert len(calibration_items("humaneval_plus", 500, 0)) == 164
+
+  async def go():
+    async with open_backend(_sim_flags(), seed=0, cache_root=tmp_path / "cache") as backend:
+      return await run_calibration(backend, models=["llama-8b"], benchmarks=["mmlu_redux", "math"],
+                                   n_items=4, code_samples=2, seed=0, out_dir=tmp_path / "out",
+                                   run_root=tmp_path / "runs", flags={"n_items": 4}, progress=False)
+  record = asyncio.run(go())
+  cells = {c["benchmark"]: c for c in record["cells"]}
+  assert cells["mmlu_redux"]["n"] == 4 and cells["math"]["n"] == 4  # code repeats: HumanEval+ only
+  for c in cells.values():
+    assert c["off"] == (abs(c["measured"] - c["target"]) > 3.0)
+    assert c["source"] and c["cost_usd"] > 0
+  md = (tmp_path / "out" / "calibration.md").read_text()
+  assert md.startswith("# Calibration of the simulated pool") and "llama-8b" in md
+  assert json.loads((tmp_path / "out" / "calibration.json").read_text())["provenance"]["backend"] == "sim"

@@ -56,8 +56,10 @@ async def run_calibration(backend: Backend, *, models: Sequence[str], benchmarks
   # The pool only matters for methods that pick their model from it; SingleCall's model is fixed.
   ctx = RunContext(backend.client, POOLS["gpt-5-mini"], seed)
   cells = []
+  items_per_benchmark = {}
   for b in benchmarks:
     items = calibration_items(b, n_items, seed)
+    items_per_benchmark[b] = len(items)
     repeats = code_samples if b == "humaneval_plus" else 1
     for m in models:
       results = []
@@ -80,7 +82,8 @@ async def run_calibration(backend: Backend, *, models: Sequence[str], benchmarks
                     "n": s["n"], "n_items": len(items), "repeats": repeats,
                     "off": abs(measured - target_pct) > tolerance, "source": tgt.source, "note": tgt.note,
                     "cost_usd": s["cost_usd"]})
-  record = {"tolerance_pts": tolerance, "n_items": n_items, "code_samples": code_samples,
+  record = {"tolerance_pts": tolerance, "n_items": n_items, "items_per_benchmark": items_per_benchmark,
+            "code_samples": code_samples,
             "pipeline": "Base prompt, single call, temperature 0.2, max_tokens 2048, real graders",
             "cells": cells, "n_off": sum(c["off"] for c in cells),
             "max_abs_diff": max((abs(c["diff"]) for c in cells), default=0.0), "provenance": prov}
@@ -94,6 +97,18 @@ def _ids_digest(items) -> str:
   return hashlib.sha256("\n".join(it.id for it in items).encode()).hexdigest()[:16]
 
 
+def _items_sentence(record: Mapping[str, Any]) -> str:
+  parts = []
+  for b, n in record["items_per_benchmark"].items():
+    total = len(load_items(b))
+    what = f"all {total}" if n == total else f"a seeded sample of {n} of {total}"
+    if b == "humaneval_plus" and record["code_samples"] > 1:
+      what += (f" x {record['code_samples']} sample indices (independent draws, to cut the noise of a "
+               "small benchmark)")
+    parts.append(f"{BENCHMARK_TITLES.get(b, b)} {what}")
+  return "; ".join(parts)
+
+
 def calibration_markdown(record: Mapping[str, Any]) -> str:
   prov = record["provenance"]
   sim = prov.get("backend") == "sim"
@@ -101,10 +116,9 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
            + ": target vs measured Base accuracy", ""]
   if sim:
     lines += [f"**{prov['label']}.**", ""]
-  lines += [f"Pipeline: {record['pipeline']}. MATH: all 500 items; MMLU-Redux: a seeded sample of "
-            f"{record['n_items']} items; HumanEval+: all 164 items x {record['code_samples']} sample indices "
-            "(independent draws) to cut noise. Cells more than "
-            f"{record['tolerance_pts']:g} points off their target are flagged **OFF**. "
+  lines += [f"Pipeline: {record['pipeline']}. Items: {_items_sentence(record)}. Cells more than "
+            f"{record['tolerance_pts']:g} points off their target are flagged **OFF**; ±SE is the binomial "
+            "standard error of the measured accuracy. "
             "Targets and their sources: `hieramas_jax/sim/calibration_targets.py` "
             "(paper_base = HieraMAS Table 1 Base row; public->base = public figure moved to the Base "
             "prompt; assumption = no published figure, rule in the note).", "",
