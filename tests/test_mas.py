@@ -153,6 +153,14 @@ def test_a_failing_call_cancels_the_query_and_raises():
     asyncio.run(run_mas(FakeClient(answer, latency=0.01), MATH_ITEM, build_config(spec, "d", [(0, 1)])))
 
 
+def test_repeated_proposer_models_are_independent_draws():
+  from hieramas_jax.mas.runtime import proposer_draws
+  assert proposer_draws(("a", "b", "a", "a")) == [0, 0, 1, 2]
+  client = FakeClient()
+  asyncio.run(run_mas(client, MATH_ITEM, build_config([("Math Solver", ("m", "m"), "s")], "d")))
+  assert sorted(c["sample_index"] for c in client.calls if c["model"] == "m") == [0, 1]
+
+
 def test_settings_and_configs_reject_bad_values():
   with pytest.raises(ValueError, match="decision_reads"):
     RunSettings(decision_reads="some")

@@ -86,6 +86,21 @@ async def call_llm(client: ChatClient, clock: Clock, *, node: int, role: str | N
                     finished_s=clock.now())
 
 
+def proposer_draws(proposers: Sequence[str]) -> list[int]:
+  """Sample index per proposer: 0 for a model's first seat in the node, 1 for its second, ...
+
+  Two seats with the same model get the same prompt; without distinct sample indices they would be
+  one request (the same cached or seeded answer twice) instead of two independent draws. A model
+  seated once keeps index 0, so its call is shared with every other config that asks the same.
+  """
+  seen: dict[str, int] = {}
+  draws = []
+  for m in proposers:
+    draws.append(seen.get(m, 0))
+    seen[m] = draws[-1] + 1
+  return draws
+
+
 async def run_mas(client: ChatClient, item: Item, config: MASConfig,
                   settings: RunSettings = RunSettings(), *, method: str = "mas") -> Trace:
   """Runs the MAS on one item and returns its trace (final text = the decision node's answer).
@@ -126,8 +141,8 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
       proposer_messages = roles.agent_messages(item, node.role, inputs, cot=settings.agent_cot)
       proposals = await asyncio.gather(*(
           call_llm(client, clock, node=j, role=node.role, position=f"proposer:{k}", model=m,
-                   messages=proposer_messages, **common)
-          for k, m in enumerate(node.proposers)))
+                   messages=proposer_messages, sample_index=draw, **common)
+          for k, (m, draw) in enumerate(zip(node.proposers, proposer_draws(node.proposers)))))
       for p in proposals:
         record(p)
       rec = record(await call_llm(
