@@ -36,6 +36,11 @@ def normals(*parts: object) -> list[float]:
   return [_NORMAL.inv_cdf(u) for u in uniforms(*parts)]
 
 
+def inv_phi(u: float) -> float:
+  """Standard normal quantile."""
+  return _NORMAL.inv_cdf(u)
+
+
 def phi(z: float) -> float:
   """Standard normal CDF."""
   return _NORMAL.cdf(z)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import gzip
 import json
 import math
@@ -34,7 +35,7 @@ from hieramas_jax.paths import DATA_DIR
 from hieramas_jax.sim import params as P
 from hieramas_jax.sim import reading, render
 from hieramas_jax.sim.calibration_targets import sigmoid
-from hieramas_jax.sim.hashing import digest, messages_fingerprint, normals, phi, seed_int, uniforms
+from hieramas_jax.sim.hashing import inv_phi, messages_fingerprint, normals, phi, seed_int, uniforms
 
 SIM_DATA_DIR = DATA_DIR / "sim"
 THETA_PATH = SIM_DATA_DIR / "theta.json"
@@ -141,20 +142,21 @@ class BehaviourModel:
     view = reading.read_request(messages)
     fingerprint = messages_fingerprint(list(messages))
     temp = P.DEFAULT_TEMPERATURE if temperature is None else float(temperature)
-    zs = normals("sample", self.seed, model, fingerprint, temp, top_p, sample_index)
-    us = uniforms("aux", self.seed, model, fingerprint, temp, top_p, sample_index)
+    # One digest per request: u[0] correctness, u[1] which wrong answer, u[2] adoption,
+    # u[3] wording, u[4] reasoning length.
+    u = uniforms("sample", self.seed, model, fingerprint, temp, top_p, sample_index)
     found = self.index.recognise(view.query_text)
     if found is None:
       text = render.generic_answer(view.query_text or fingerprint.decode("utf-8", "replace"),
                                    P.BEHAVIOUR[model].verbosity)
-      return Reply(text, self._reasoning_tokens(model, "generic", 0.0, zs[4]))
+      return Reply(text, self._reasoning_tokens(model, "generic", 0.0, inv_phi(u[4])))
     item = found.item
     p_self = self.p_correct(model, item, view)
     r = P.rho(temp)
-    zp = normals("persist", self.seed, model, item.benchmark, item.id)
-    z_correct = math.sqrt(r) * zp[0] + math.sqrt(1.0 - r) * zs[0]
+    zp = self._persistent(model, item)
+    z_correct = math.sqrt(r) * zp[0] + math.sqrt(1.0 - r) * inv_phi(u[0])
     correct = phi(z_correct) < p_self
-    u_wrong = phi(math.sqrt(r) * zp[1] + math.sqrt(1.0 - r) * zs[1])
+    u_wrong = phi(math.sqrt(r) * zp[1] + math.sqrt(1.0 - r) * inv_phi(u[1]))
     answer = self._gold(item) if correct else self._wrong(item, u_wrong)
     adopted = False
     votes = [v for v in (self._vote(item, b) for b in view.context_blocks) if v is not None]
@@ -163,14 +165,20 @@ class BehaviourModel:
       majority, share = _majority(votes, answer, key_fn)
       p_adopt = P.p_adopt(view.kind, len(votes), share, p_self,
                           view.context_chars / P.CHARS_PER_TOKEN)
-      if us[1] < p_adopt and majority != answer:
+      if u[2] < p_adopt and majority != answer:
         answer, adopted = majority, True
     sentences = P.SENTENCES[item.domain][1 if view.asks_step_by_step else 0]
     n_sent = int(round(sentences * P.BEHAVIOUR[model].verbosity))
-    text = render.answer_text(item, answer, n_sent, adopted, us[2])
+    text = render.answer_text(item, answer, n_sent, adopted, u[3])
     reasoning = self._reasoning_tokens(model, item.domain,
-                                       self.difficulty[(item.benchmark, item.id)], zs[4])
+                                       self.difficulty[(item.benchmark, item.id)], inv_phi(u[4]))
     return Reply(text, reasoning, item.id, correct, adopted, p_self)
+
+  @functools.lru_cache(maxsize=1 << 16)
+  def _persistent(self, model: str, item: Item) -> tuple[float, float]:
+    """z_persist(model, item) for correctness and for the choice of wrong answer."""
+    z = normals("persist", self.seed, model, item.benchmark, item.id)
+    return z[0], z[1]
 
   # ---- answers -------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ absent the reading degrades to "no role", "no context" or "unknown item", never 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Sequence
 
@@ -47,8 +48,14 @@ class ItemIndex:
     self._postings: dict[str, list[int]] = {}
     self._n_keys: list[int] = []
     self._short_lengths: set[int] = set()
+    # Fast path: first shingle -> items starting with it, verified by a substring test.
+    self._first: dict[str, list[int]] = {}
+    self._normalised: list[str] = []
     for idx, item in enumerate(self.items):
       words = _words(item.question)
+      self._normalised.append(" " + " ".join(words) + " ")
+      if len(words) >= SHINGLE_WORDS:
+        self._first.setdefault(" ".join(words[:SHINGLE_WORDS]), []).append(idx)
       if len(words) >= SHINGLE_WORDS:
         keys = set(_shingles(words, SHINGLE_WORDS))
       else:
@@ -58,9 +65,25 @@ class ItemIndex:
       for k in keys:
         self._postings.setdefault(k, []).append(idx)
 
+  @functools.lru_cache(maxsize=1 << 16)
   def recognise(self, text: str) -> Recognised | None:
-    """The item whose question appears (almost) verbatim in `text`, or None."""
+    """The item whose question appears (almost) verbatim in `text`, or None.
+
+    Fast path: an item whose whole normalised question occurs in the text (the longest such one,
+    since a MATH problem can sit inside an MMLU question). Otherwise a vote over word shingles
+    tolerates small edits (coverage >= MIN_COVERAGE). Cached per text: the same question comes
+    back in many requests (samples, models, roles).
+    """
     words = _words(text)
+    normalised = " " + " ".join(words) + " "
+    found = None
+    for i in range(len(words) - SHINGLE_WORDS + 1):
+      for idx in self._first.get(" ".join(words[i:i + SHINGLE_WORDS]), ()):
+        if (found is None or len(self._normalised[idx]) > len(self._normalised[found])) \
+            and self._normalised[idx] in normalised:
+          found = idx
+    if found is not None:
+      return Recognised(self.items[found], 1.0)
     hits: dict[int, int] = {}
     lengths = {SHINGLE_WORDS} | self._short_lengths
     seen: set[str] = set()

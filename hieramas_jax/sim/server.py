@@ -33,6 +33,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from hieramas_jax.llm.registry import MODELS
+from hieramas_jax.paths import REPO_DIR
 from hieramas_jax.sim import params as P
 from hieramas_jax.sim.hashing import uniforms
 from hieramas_jax.sim.model import BehaviourModel, count_tokens, prompt_tokens
@@ -412,8 +413,10 @@ def start_sim_subprocess(config: SimConfig = SimConfig(), host: str = "127.0.0.1
   """Serves the sim from its own Python process (so a benchmark's client owns its core)."""
   cmd = [sys.executable, "-m", "hieramas_jax.sim.server", f"--host={host}", "--port=0",
          *config.to_args()]
+  # The child imports this very package, wherever the caller's working directory is.
+  pythonpath = os.pathsep.join(p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p)
   proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath})
   deadline = time.monotonic() + startup_timeout_s
   base_url = None
   while time.monotonic() < deadline:
