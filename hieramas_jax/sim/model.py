@@ -118,7 +118,8 @@ class BehaviourModel:
     self.mutants = _load_mutants()
     self.difficulty: dict[tuple[str, str], float] = {
         (it.benchmark, it.id): item_difficulty(it) for b in BENCHMARKS for it in load_items(b)}
-    self._code_keys: dict[str, dict[str, str]] = {}  # task id -> code key -> full code
+    self._strata = {(m, b): _stratified_normals(self.seed, m, b, self.difficulty)
+                    for m in MODELS for b in BENCHMARKS}
     for it in load_items("humaneval_plus"):
       if it.id not in self.mutants or not self.mutants[it.id]:
         raise SimDataError(f"no HumanEval+ mutant for {it.id}; rebuild with "
@@ -178,7 +179,7 @@ class BehaviourModel:
   def _persistent(self, model: str, item: Item) -> tuple[float, float]:
     """z_persist(model, item) for correctness and for the choice of wrong answer."""
     z = normals("persist", self.seed, model, item.benchmark, item.id)
-    return z[0], z[1]
+    return self._strata[(model, item.benchmark)][item.id], z[1]
 
   # ---- answers -------------------------------------------------------------------------------
 
@@ -210,6 +211,21 @@ class BehaviourModel:
     if mean <= 0:
       return 0
     return int(round(mean * math.exp(P.REASONING_DIFFICULTY_SLOPE * b + P.REASONING_SIGMA * z)))
+
+
+def _stratified_normals(seed: int, model: str, benchmark: str,
+                        difficulty: Mapping[tuple[str, str], float]) -> dict[str, float]:
+  """z_persist(model, item) for correctness, stratified within blocks of similar difficulty."""
+  items = sorted(load_items(benchmark), key=lambda it: (difficulty[(benchmark, it.id)], it.id))
+  rng = np.random.default_rng(seed_int("persist-strata", seed, model, benchmark))
+  out: dict[str, float] = {}
+  for start in range(0, len(items), P.STRATUM_SIZE):
+    block = items[start:start + P.STRATUM_SIZE]
+    k = len(block)
+    grid = (rng.permutation(k) + rng.random(k)) / k
+    for it, u in zip(block, grid):
+      out[it.id] = inv_phi(min(max(float(u), 1e-12), 1 - 1e-12))
+  return out
 
 
 def _majority(votes: list[str], prefer: str, key_fn) -> tuple[str, float]:
