@@ -1,0 +1,187 @@
+"""Oracle search and regret: planted best configuration found, regret arithmetic, resume, real runner."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.experiment import oracle
+from hieramas_jax.learn.rewards import system_reward
+from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.mas.runtime import RunSettings, build_config
+from mas_fakes import FakeClient
+
+POOL = get_pool("gpt-5-mini")
+MATH_ITEMS = list(load_items("math")[:48])
+
+
+def _uniform(*parts) -> float:
+  digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+  return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+class PlantedRunner:
+  """A fake query runner: configuration `golden` solves 97% of queries, every other one 30-70%.
+
+  Cost is 1e-4 USD per call, so cheap configurations are slightly better, as on the real pool.
+  Outcomes are a pure function of (configuration, item, sample), like the sim's.
+  """
+
+  def __init__(self, golden_key: str, settings: RunSettings = RunSettings()):
+    self.golden_key, self.settings, self.calls = golden_key, settings, 0
+    self._keys = {}  # id(config) -> key; configs live as long as the search that made them
+
+  async def __call__(self, config, item, sample_index):
+    self.calls += 1
+    await asyncio.sleep(0)
+    key = self._keys.get(id(config))
+    if key is None:
+      key = self._keys[id(config)] = oracle.config_key(config, self.settings)
+    p = 0.97 if key == self.golden_key else 0.3 + 0.4 * _uniform("p", key)
+    n_calls = sum(len(n.models) for n in config.nodes) + 1
+    return oracle.QueryOutcome(_uniform(key, item.id, sample_index) < p, 1e-4 * n_calls, n_calls)
+
+
+def _math_space():
+  return oracle.SearchSpace.make("math", POOL, num_proposers=2, graph_seed=0, num_random_graphs=6)
+
+
+def _golden(space, family_name):
+  [golden] = [c for c in oracle.structured_candidates(space) if c.family == family_name]
+  return golden
+
+
+def test_successive_halving_finds_the_planted_best_configuration_within_budget():
+  space = _math_space()
+  golden = _golden(space, "structured:deepseek-v3-alone-Math Solver")
+  golden_key = oracle.config_key(golden.to_mas(space), RunSettings())
+  runner = PlantedRunner(golden_key)
+  evaluator = oracle.Evaluator(runner, oracle.EvaluationStore(), max_queries=16)
+  budget = 2500
+  plan = oracle.plan_search(budget, len(MATH_ITEMS), min_items=8, eta=3.0,
+                            min_candidates=len(oracle.structured_candidates(space)), max_samples=2)
+  assert plan.planned_queries <= budget and plan.rung_items[-1] == len(MATH_ITEMS)
+  assert plan.rung_samples[-1] == 2
+  result = asyncio.run(oracle.successive_halving(space, evaluator, MATH_ITEMS, plan, seed=0))
+  assert result.best_key == golden_key
+  assert result.best_score.accuracy > 0.9
+  # More than the structured corners were raced, from every family, and no query ran twice.
+  assert result.configurations_searched > len(oracle.structured_candidates(space))
+  assert {"structured", "uniform", "sparse", "mutant"} <= set(result.family_counts)
+  assert runner.calls == len(evaluator.store) <= budget
+  # Rungs grow and the leaderboard is sorted.
+  assert [r.items * r.samples for r in result.rungs] == sorted(r.items * r.samples for r in result.rungs)
+  rewards = [s.mean_reward for _, _, s in result.leaderboard]
+  assert rewards == sorted(rewards, reverse=True)
+
+
+def test_plan_spends_the_budget_and_refuses_one_too_small():
+  plan = oracle.plan_search(10_000, 200, min_items=16, eta=3.0, min_candidates=50, max_samples=3)
+  assert plan.rung_items == (16, 48, 144, 200, 200) and plan.rung_samples == (1, 1, 1, 1, 3)
+  assert 9_000 < plan.planned_queries <= 10_000  # the largest schedule that fits
+  bigger = oracle.plan_search(20_000, 200, min_items=16, eta=3.0, min_candidates=50, max_samples=3)
+  assert bigger.initial_candidates > plan.initial_candidates
+  with pytest.raises(oracle.OracleError, match="too small"):
+    oracle.plan_search(500, 200, min_items=16, min_candidates=50)
+
+
+def test_regret_arithmetic():
+  assert oracle.regret(1.0, 0.9, 0.0) == (pytest.approx(0.1), None)
+  assert oracle.regret(0.5, 0.2, -0.5) == (pytest.approx(0.3), None)
+  value, _ = oracle.regret(0.2, 0.4, -0.8)  # learning beats the best static configuration
+  assert value == pytest.approx(-0.2)
+  assert oracle.regret(0.3, None, 0.1) == (None, "no learned result")
+  value, reason = oracle.regret(0.1, 0.0, 0.1)
+  assert value is None and "does not beat random" in reason
+
+
+def test_learned_reward_is_read_from_the_hieramas_result_or_explained(tmp_path):
+  record = {"oracle_reward": 0.4, "random_reward": -0.6, "benchmark": "math", "pool": "gpt-5-mini"}
+  missing = oracle.with_regret(record, tmp_path)
+  assert missing["learned_reward"] is None and missing["regret"] is None
+  assert "not found" in missing["learned_missing_reason"]
+  (tmp_path / "hieramas_math_gpt-5-mini.json").write_text(json.dumps({"test": {"mean_system_reward": 0.36}}))
+  found = oracle.with_regret(record, tmp_path)
+  assert found["learned_reward"] == 0.36 and found["regret"] == pytest.approx(0.04)
+  assert found["meets_goal"] is True and found["learned_source"].endswith("test.mean_system_reward")
+
+
+def test_a_rerun_resumes_from_the_evaluation_file_and_runs_nothing_again(tmp_path):
+  space = _math_space()
+  golden_key = oracle.config_key(_golden(space, "structured:llama-8b-alone-Inspector").to_mas(space), RunSettings())
+  plan = oracle.plan_search(1200, 24, min_items=8, min_candidates=len(oracle.structured_candidates(space)),
+                            max_samples=1)
+  path = tmp_path / oracle.EVALUATIONS_FILE
+
+  def search():
+    runner = PlantedRunner(golden_key)
+    store = oracle.EvaluationStore(path)
+    try:
+      result = asyncio.run(oracle.successive_halving(space, oracle.Evaluator(runner, store), MATH_ITEMS[:24],
+                                                     plan, seed=3))
+    finally:
+      store.close()
+    return result, runner.calls
+
+  first, first_calls = search()
+  # A kill mid-write leaves a torn last line: it is dropped, and only that query runs again.
+  lines = path.read_text().splitlines()
+  path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:15])
+  second, second_calls = search()
+  third, third_calls = search()
+  assert first_calls == len(lines) and second_calls == 1 and third_calls == 0
+  for again in (second, third):
+    assert again.best_key == first.best_key == golden_key
+    assert again.best_score == first.best_score
+    assert [r.to_json() for r in again.rungs] == [r.to_json() for r in first.rungs]
+
+
+def test_evaluate_configuration_runs_the_mas_grades_and_rewards_cost():
+  items = list(load_items("mmlu_redux")[:8])
+  client = FakeClient(lambda model, messages, sample_index: "The answer is (A)")
+  config = build_config([("Knowlegable Expert", ["llama-8b", "llama-8b"], "gemma-3-27b"),
+                         ("Critic", [], "qwen3-8b")], "gpt-5-mini", [(0, 1)])
+  score = asyncio.run(oracle.evaluate_configuration(client, items, config, sample_indices=(0, 2)))
+  solved = np.array([it.answer == "A" for it in items for _ in (0, 2)])
+  per_query = {}
+  for call in client.calls:  # cost per query, rebuilt from the fake's own per-call costs
+    question = call["messages"][-1]["content"]
+    key = (next(it.id for it in items if it.question.rstrip() in question), call["sample_index"] // 1000)
+    per_query[key] = per_query.get(key, 0.0) + call["cost_usd"]
+  cost = np.array([per_query[(it.id, s)] for it in items for s in (0, 2)])
+  assert score.n == 16 and len(client.calls) == 16 * 5
+  assert score.accuracy == pytest.approx(solved.mean())
+  assert score.cost_usd == pytest.approx(cost.mean())
+  assert score.mean_reward == pytest.approx(float(np.mean(system_reward(solved, cost))), abs=1e-6)
+  # Sample 2 shifts every call's sample index; the two llama seats stay distinct draws.
+  assert sorted({c["sample_index"] for c in client.calls}) == [0, 1, 2000, 2001]
+
+
+def test_random_configurations_are_seeded_and_each_item_gets_its_own():
+  space = _math_space()
+  runner = PlantedRunner("none")
+  evaluator = oracle.Evaluator(runner, oracle.EvaluationStore())
+  score, distinct = asyncio.run(oracle.random_configurations_reward(space, evaluator, MATH_ITEMS[:10],
+                                                                   draws_per_item=3, seed=1))
+  again, _ = asyncio.run(oracle.random_configurations_reward(space, oracle.Evaluator(
+      PlantedRunner("none"), oracle.EvaluationStore()), MATH_ITEMS[:10], draws_per_item=3, seed=1))
+  assert score.n == 30 and distinct == 30 and again == score
+  with pytest.raises(oracle.OracleError):
+    asyncio.run(oracle.random_configurations_reward(space, evaluator, MATH_ITEMS[:2], draws_per_item=0, seed=1))
+
+
+def test_skipped_roles_collapse_to_one_configuration_key():
+  space = _math_space()
+  skip = space.skip
+  a = oracle.Candidate(np.array([[0, 1, 2], [skip, skip, skip], [3, skip, 4]]), 0, "x")
+  b = oracle.Candidate(np.array([[0, 1, 2], [5, 6, skip], [3, skip, 4]]), 0, "x")  # role 1 skipped too
+  c = oracle.Candidate(np.array([[0, 1, 2], [5, 6, 7], [3, skip, 4]]), 0, "x")
+  keys = [oracle.config_key(x.to_mas(space), RunSettings()) for x in (a, b, c)]
+  assert keys[0] == keys[1] != keys[2]
+  with pytest.raises(oracle.OracleError, match="test split"):
+    oracle.load_oracle_items("math", ("train", "test"))
