@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -69,12 +70,12 @@ async def _ours(base_url: str, prompts, concurrency: int, seed: int) -> float:
   with ResponseCache(tempfile.mkdtemp(prefix="bench-cache-")) as cache:
     async with LLMClient(sim_endpoint(base_url, name="sim:bench"), cache=cache, max_concurrency=concurrency,
                          seed=seed) as client:
-      start = time.perf_counter()
+      start, cpu = time.perf_counter(), time.process_time()
       results = await asyncio.gather(*(
           client.chat(MODEL, m, temperature=0.2, max_tokens=256, sample_index=0) for m in prompts))
-      elapsed = time.perf_counter() - start
+      elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
   assert not any(r.cached for r in results) and all(r.cost_usd > 0 for r in results)
-  return len(prompts) / elapsed
+  return len(prompts) / elapsed, cpu / len(prompts)
 
 
 async def _bare(base_url: str, prompts, concurrency: int) -> float:
@@ -91,9 +92,9 @@ async def _bare(base_url: str, prompts, concurrency: int) -> float:
           data = json.loads(await resp.read())
       return data["choices"][0]["message"]["content"], data["usage"]
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(m) for m in prompts))
-    return len(prompts) / (time.perf_counter() - start)
+    return len(prompts) / (time.perf_counter() - start), (time.process_time() - cpu) / len(prompts)
 
 
 async def _sdk(base_url: str, prompts, concurrency: int) -> float:
@@ -111,9 +112,9 @@ async def _sdk(base_url: str, prompts, concurrency: int) -> float:
     return resp.choices[0].message.content, resp.usage
 
   try:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(m) for m in prompts))
-    return len(prompts) / (time.perf_counter() - start)
+    return len(prompts) / (time.perf_counter() - start), (time.process_time() - cpu) / len(prompts)
   finally:
     await client.close()
 
@@ -132,11 +133,17 @@ async def throughput(base_url: str) -> dict:
   await _bare(base_url, take(300), c)
   await _sdk(base_url, take(100), c)
   runs = {"calls_per_s": [], "bare_aiohttp_calls_per_s": [], "openai_sdk_calls_per_s": []}
+  cpu = {"llm_client": [], "bare_aiohttp": [], "openai_sdk": []}
   for _ in range(FLAGS.reps):
-    runs["calls_per_s"].append(await _ours(base_url, take(n), c, FLAGS.seed))
-    runs["bare_aiohttp_calls_per_s"].append(await _bare(base_url, take(n), c))
-    runs["openai_sdk_calls_per_s"].append(await _sdk(base_url, take(n_sdk), c))
+    for key, cpu_key, run in (
+        ("calls_per_s", "llm_client", lambda: _ours(base_url, take(n), c, FLAGS.seed)),
+        ("bare_aiohttp_calls_per_s", "bare_aiohttp", lambda: _bare(base_url, take(n), c)),
+        ("openai_sdk_calls_per_s", "openai_sdk", lambda: _sdk(base_url, take(n_sdk), c))):
+      rate, cpu_per_call = await run()
+      runs[key].append(rate)
+      cpu[cpu_key].append(cpu_per_call)
   med = {k: statistics.median(v) for k, v in runs.items()}
+  cpu_us = {k: round(statistics.median(v) * 1e6, 1) for k, v in cpu.items()}
   ratio_sdk = med["calls_per_s"] / med["openai_sdk_calls_per_s"]
   ratio_bare = med["calls_per_s"] / med["bare_aiohttp_calls_per_s"]
   return {**{k: round(v, 1) for k, v in med.items()},
@@ -144,6 +151,9 @@ async def throughput(base_url: str) -> dict:
           "goal_vs_openai_sdk": 5.0, "goal_vs_bare_aiohttp": 0.7,
           "met": bool(ratio_sdk >= 5.0 and ratio_bare >= 0.7),
           "rounds": {k: [round(x, 1) for x in v] for k, v in runs.items()},
+          # Client-process CPU per call (the sim runs in another process): the clients' own cost,
+          # much less sensitive than calls/s to other load on a shared machine.
+          "client_cpu_us_per_call": cpu_us,
           "concurrency": c, "calls_per_round": {"llm_client": n, "bare_aiohttp": n, "openai_sdk": n_sdk},
           "model": MODEL, "sim_latency_s": 0.0}
 
@@ -188,6 +198,52 @@ async def latency_bound(base_url: str) -> dict:
           "client_max_concurrency": 2 * peak}
 
 
+def _serve_null(latency_s: float, conn) -> None:
+  """Child process: answers every chat request identically after `latency_s`, doing no other work.
+
+  Part (a) against this server measures the executor alone (client + runtime + transport); against
+  the sim it also pays the sim's per-request work, which runs in one process.
+  """
+  from aiohttp import web  # pylint: disable=import-outside-toplevel
+  message = {"role": "assistant", "content": "The answer is (A)."}
+  body = json.dumps({"object": "chat.completion", "model": MODEL,
+                     "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 100, "completion_tokens": 6, "total_tokens": 106}}).encode()
+
+  async def chat(request):
+    await request.read()
+    await asyncio.sleep(latency_s)
+    return web.Response(body=body, content_type="application/json")
+
+  async def serve():
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    await site.start()
+    conn.send(site._server.sockets[0].getsockname()[1])  # pylint: disable=protected-access
+    await asyncio.Event().wait()
+
+  asyncio.run(serve())
+
+
+class _NullServer:
+  def __init__(self, latency_s: float):
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    self._proc = ctx.Process(target=_serve_null, args=(latency_s, child), daemon=True)
+    self._proc.start()
+    if not parent.poll(60):
+      self._proc.kill()
+      raise RuntimeError("null server did not start")
+    self.base_url = f"http://127.0.0.1:{parent.recv()}/v1"
+
+  def close(self) -> None:
+    self._proc.terminate()
+    self._proc.join(10)
+
+
 def _start_sim(latency_s: float):
   from hieramas_jax.sim import server as sim_server  # pylint: disable=import-outside-toplevel
   return sim_server.start_sim_subprocess(sim_server.SimConfig(seed=FLAGS.seed, fixed_latency_s=latency_s))
@@ -214,6 +270,15 @@ def main(argv):
     finally:
       handle.close()
     print(json.dumps(out["latency_bound"]))
+    null = _NullServer(FLAGS.latency_s)
+    try:
+      out["latency_bound_null_server"] = asyncio.run(latency_bound(null.base_url))
+    finally:
+      null.close()
+    out["latency_bound_null_server"]["note"] = (
+        "same DAG and queries against a server that does no per-request work: the executor's own "
+        "overhead; the gap to `latency_bound` is the sim's per-request CPU in its single process")
+    print(json.dumps(out["latency_bound_null_server"]))
     out["wall_over_critical_path"] = out["latency_bound"]["wall_over_critical_path"]
   out["machine"] = {"cpu_count": os.cpu_count(), "note": "client and sim share the machine's cores"}
   out["provenance"] = provenance(seed=FLAGS.seed, benchmarks=["mmlu_redux"], backend="sim",
