@@ -128,7 +128,7 @@ def _script(*args, env_extra=None, timeout=240):
 
 
 @pytest.mark.parametrize("bad,message", [
-    ("--methods=base,nope", "error: unknown method 'nope'; known: base, cot, sc, sc_cot"),
+    ("--methods=base,nope", "error: unknown method 'nope'; known: base, cot"),
     ("--benchmarks=gsm8k", "error: unknown benchmark 'gsm8k'"),
     ("--pools=claude", "error: unknown pool setting 'claude'"),
     ("--split=dev", "error: unknown split 'dev'"),
