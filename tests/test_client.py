@@ -268,3 +268,17 @@ def test_call_result_is_immutable():
   r = CallResult("t", "qwen3-8b", 1, 2, 0.0, 0.1, False, 1)
   with pytest.raises(AttributeError):
     r.cost_usd = 1.0  # type: ignore[misc]
+
+
+def test_bad_call_arguments_fail_before_any_request():
+  async def main():
+    async with FaultServer() as server:
+      async with fast_client(sim_endpoint(server.base_url)) as client:
+        for kwargs in ({"temperature": None, "max_tokens": 8}, {"temperature": 3.0, "max_tokens": 8},
+                       {"temperature": 0.2, "max_tokens": 0}, {"temperature": 0.2, "max_tokens": 8.0},
+                       {"temperature": 0.2, "max_tokens": 8, "sample_index": -1}):
+          with pytest.raises(ValueError):
+            await client.chat("qwen3-8b", messages(0), **kwargs)
+      return server.requests
+
+  assert asyncio.run(main()) == []

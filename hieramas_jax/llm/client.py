@@ -239,10 +239,13 @@ class LLMClient:
       raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     if type(sample_index) is not int or sample_index < 0:
       raise ValueError(f"sample_index must be an int >= 0, got {sample_index!r}")
+    if (not isinstance(temperature, (float, int)) or isinstance(temperature, bool)
+        or not 0.0 <= temperature <= 2.0):
+      raise ValueError(f"temperature must be a number in [0, 2], got {temperature!r}")
     body: dict[str, Any] = {"model": route.model_id, "messages": messages, "seed": sample_index,
                             route.max_tokens_field: max_tokens}
     if route.sends_temperature:
-      body["temperature"] = temperature
+      body["temperature"] = float(temperature)  # a numpy float would not serialise
     payload = _CANONICAL(body).encode("ascii")  # the one serialisation: request body and cache key
     cache = self.cache
     key = None
@@ -333,8 +336,12 @@ class LLMClient:
                        code if isinstance(code, int) else None)
         raise _Retry("2xx body without choices")
       text = choices[0]["message"]["content"]
+      if text is None:  # e.g. a reasoning model that spent max_tokens before answering
+        text = ""
+      elif not isinstance(text, str):
+        raise TypeError("message content is not a string")
       usage = data["usage"]
-      return ("" if text is None else text), int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+      return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
       raise _Retry(f"malformed completion body ({type(e).__name__})") from None
 
