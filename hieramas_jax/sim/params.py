@@ -96,21 +96,23 @@ class ModelBehaviour:
 _NO_REASONING = {"code": 0.0, "math": 0.0, "knowledge": 0.0, "generic": 0.0}
 
 BEHAVIOUR: Mapping[str, ModelBehaviour] = {
-    "gpt-5-mini": ModelBehaviour(1.0, {"code": 600, "math": 900, "knowledge": 250, "generic": 120},
+    "gpt-5-mini": ModelBehaviour(1.0, {"code": 550, "math": 700, "knowledge": 250, "generic": 120},
                                  0.8, 1 / 90),
-    "gpt-5-nano": ModelBehaviour(0.9, {"code": 800, "math": 1100, "knowledge": 350, "generic": 150},
+    "gpt-5-nano": ModelBehaviour(0.9, {"code": 650, "math": 800, "knowledge": 350, "generic": 150},
                                  0.6, 1 / 140),
     "qwen3-80b": ModelBehaviour(1.3, _NO_REASONING, 0.5, 1 / 120),
     "qwen3-8b": ModelBehaviour(1.2, _NO_REASONING, 0.3, 1 / 150),
     "deepseek-v3": ModelBehaviour(1.1, _NO_REASONING, 0.9, 1 / 40),
-    "deepseek-r1-14b": ModelBehaviour(1.0, {"code": 700, "math": 800, "knowledge": 400,
+    "deepseek-r1-14b": ModelBehaviour(1.0, {"code": 650, "math": 750, "knowledge": 400,
                                             "generic": 200}, 0.5, 1 / 70),
     "llama-8b": ModelBehaviour(0.9, _NO_REASONING, 0.3, 1 / 160),
     "gemma-3-27b": ModelBehaviour(1.1, _NO_REASONING, 0.5, 1 / 60),
 }
 # Hidden reasoning length: mean * exp(REASONING_DIFFICULTY_SLOPE * b) * lognormal(0, SIGMA).
+# Means are kept so that under the reference code's 2,048-token cap fewer than ~0.5% of calls
+# run out of budget (a truncated reply has no answer, which would bias calibration).
 REASONING_DIFFICULTY_SLOPE = 0.2
-REASONING_SIGMA = 0.3
+REASONING_SIGMA = 0.25
 
 # Visible reasoning sentences per domain for (Base prompt, step-by-step prompt), before verbosity.
 SENTENCES = {"knowledge": (1, 4), "math": (2, 6), "code": (0, 3), "generic": (3, 3)}
