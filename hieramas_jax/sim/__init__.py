@@ -1,1 +1,13 @@
-"""hieramas_jax.sim (see docs/architecture.md)."""
+"""The embedded simulated LLM pool (docs/simulator.md; principles in SIMULATOR.md).
+
+  server.py               OpenAI-compatible aiohttp server: SimConfig, make_app, start_sim_in_thread,
+                          start_sim_subprocess, CLI `python -m hieramas_jax.sim.server`
+  model.py                the behaviour model (competence, correlated draws, context votes, tokens)
+  reading.py              how a request is read: item recognition, role, kind, other agents' blocks
+  render.py               reply texts in each benchmark's format
+  params.py               every named parameter of the model
+  calibration_targets.py  Base-accuracy targets per model and benchmark, with sources
+  fit_theta.py, build_math_wrong.py, build_mutants.py   offline builders of hieramas_jax/data/sim/
+
+Results made against this server come from a *simulated pool* and must say so.
+"""
