@@ -65,7 +65,7 @@ class ItemIndex:
       for k in keys:
         self._postings.setdefault(k, []).append(idx)
 
-  @functools.lru_cache(maxsize=1 << 16)
+  @functools.lru_cache(maxsize=8192)  # ~2 KB per prompt text: ~16 MB at most
   def recognise(self, text: str) -> Recognised | None:
     """The item whose question appears (almost) verbatim in `text`, or None.
 

@@ -39,6 +39,7 @@ from hieramas_jax.sim.hashing import uniforms
 from hieramas_jax.sim.model import BehaviourModel, count_tokens, prompt_tokens
 
 READY_PREFIX = "SIM_READY "
+_MAX_TRACKED_BODIES = 200_000  # attempt counters kept for fault draws
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -273,6 +274,9 @@ def make_app(config: SimConfig = SimConfig()) -> web.Application:
 
   def draw_fault(raw: bytes) -> tuple[str | None, float]:
     key = hashlib.blake2b(raw, digest_size=16).digest()
+    if len(attempts) >= _MAX_TRACKED_BODIES:
+      # Bounded memory on long runs; a retry in flight just restarts its count (still succeeds).
+      attempts.clear()
     attempt = attempts.get(key, 0)
     attempts[key] = attempt + 1
     u, u2 = uniforms("fault", config.seed, key, attempt)[:2]
