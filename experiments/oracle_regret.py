@@ -18,26 +18,29 @@ import logging
 from absl import app, flags
 
 from hieramas_jax.experiment import oracle
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, sim_endpoint_name
 from hieramas_jax.experiment.cli import run_or_exit, selected_flags
 from hieramas_jax.experiment.provenance import atomic_write_text, provenance
 from hieramas_jax.experiment.table1 import RunConfigMismatchError
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
+from hieramas_jax.sim.server import SimConfig, start_sim_subprocess
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("benchmarks", ["humaneval_plus", "math", "mmlu_redux"], "Benchmarks.")
 flags.DEFINE_list("pools", ["gpt-5-mini"], "Pool settings (gpt-5-mini, qwen3-80b).")
 flags.DEFINE_integer("seed", 0, "The run's one seed (graph pool, candidates, mutants, order; also the sim's).")
-flags.DEFINE_integer("budget", 6000, "Search budget per benchmark: (configuration x item) queries on the "
+flags.DEFINE_integer("budget", 8000, "Search budget per benchmark: (configuration x item) queries on the "
                      "search split.", lower_bound=1)
 flags.DEFINE_integer("num_proposers", 2, "W, proposer positions per supernode (reference: 2).", lower_bound=0)
 flags.DEFINE_integer("num_random_graphs", 30, "Random DAGs in the graph pool (plus chain, star, full).",
                      lower_bound=0)
-flags.DEFINE_integer("min_items", 16, "Items in the first successive-halving rung.", lower_bound=1)
-flags.DEFINE_integer("max_search_samples", 3, "Sample indices per item in the last rungs of the search.",
+flags.DEFINE_integer("max_search_items", 200, "The search uses a seeded random subset of at most this many "
+                     "train+val items.", lower_bound=1)
+flags.DEFINE_integer("min_items", 8, "Items in the first successive-halving rung.", lower_bound=1)
+flags.DEFINE_integer("max_search_samples", 1, "Sample indices per item in the last rungs of the search.",
                      lower_bound=1)
-flags.DEFINE_integer("min_finalists", 4, "A rung never keeps fewer configurations than this.", lower_bound=1)
+flags.DEFINE_integer("min_finalists", 3, "A rung never keeps fewer configurations than this.", lower_bound=1)
 flags.DEFINE_float("eta", 3.0, "Each rung keeps the best 1/eta and multiplies the items by eta.")
 flags.DEFINE_float("mutant_share", 0.5, "Mutants of the survivors added per rung, as a share of them.")
 flags.DEFINE_float("sparse_share", 0.5, "Share of random candidates from the sparse family (rest uniform).")
@@ -53,12 +56,24 @@ flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "oracle"), "Parent of th
 flags.DEFINE_string("results_dir", str(RESULTS_DIR), "Where regret.json / regret.md are written, and where "
                     "hieramas_<benchmark>_<pool>.json are read from.")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
+flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: serve the sim from its own "
+                  "process (its own core; the search is CPU-bound on both sides) instead of a thread.")
 define_backend_flags()
 
-RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "num_proposers", "num_random_graphs", "min_items", "max_search_samples",
-             "min_finalists", "eta",
+RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "num_proposers", "num_random_graphs", "max_search_items",
+             "min_items", "max_search_samples", "min_finalists", "eta",
              "mutant_share", "sparse_share", "test_samples", "random_draws_per_item", "search_splits", "limit",
-             "max_queries", "response_cache", "run_root", "results_dir") + BACKEND_FLAG_NAMES
+             "max_queries", "response_cache", "run_root", "results_dir", "sim_process") + BACKEND_FLAG_NAMES
+
+
+class _WithBaseUrl:
+  """The flags, with --base_url pointing at the sim process this script started."""
+
+  def __init__(self, flag_values, base_url: str):
+    self._flags, self.base_url = flag_values, base_url
+
+  def __getattr__(self, name):
+    return getattr(self._flags, name)
 
 
 def main(argv):
@@ -67,7 +82,8 @@ def main(argv):
   logging.getLogger().setLevel(logging.INFO)
   specs = run_or_exit(lambda: [
       oracle.OracleSpec(b, p, seed=FLAGS.seed, budget=FLAGS.budget, num_proposers=FLAGS.num_proposers,
-                        num_random_graphs=FLAGS.num_random_graphs, min_items=FLAGS.min_items, eta=FLAGS.eta,
+                        num_random_graphs=FLAGS.num_random_graphs,
+                        max_search_items=FLAGS.max_search_items, min_items=FLAGS.min_items, eta=FLAGS.eta,
                         max_search_samples=FLAGS.max_search_samples, min_finalists=FLAGS.min_finalists,
                         mutant_share=FLAGS.mutant_share, sparse_share=FLAGS.sparse_share,
                         test_samples=FLAGS.test_samples, random_draws_per_item=FLAGS.random_draws_per_item)
@@ -75,11 +91,24 @@ def main(argv):
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
 
   async def go():
-    async with open_backend(FLAGS, seed=FLAGS.seed, use_cache=FLAGS.response_cache) as backend:
+    backend_flags, endpoint_name, handle = FLAGS, None, None
+    if FLAGS.backend == "sim" and not FLAGS.base_url and FLAGS.sim_process:
+      handle = start_sim_subprocess(SimConfig(seed=FLAGS.seed))
+      backend_flags = _WithBaseUrl(FLAGS, handle.base_url)
+      # The same sim and seed as the in-thread one: cached outcomes stay valid across both ways.
+      endpoint_name = sim_endpoint_name(FLAGS.seed)
+    try:
+      return await run_all(backend_flags, endpoint_name)
+    finally:
+      if handle is not None:
+        handle.close()
+
+  async def run_all(backend_flags, endpoint_name):
+    async with open_backend(backend_flags, seed=FLAGS.seed, use_cache=FLAGS.response_cache) as backend:
       record = None
       for spec in specs:
         entry = await oracle.run_benchmark(
-            spec, backend.client, endpoint_name=backend.endpoint.name, run_root=FLAGS.run_root,
+            spec, backend.client, endpoint_name=endpoint_name or backend.endpoint.name, run_root=FLAGS.run_root,
             search_splits=tuple(FLAGS.search_splits), limit=FLAGS.limit, max_queries=FLAGS.max_queries,
             progress=FLAGS.progress)
         entry["provenance"] = provenance(seed=FLAGS.seed, benchmarks=[spec.benchmark], flags=run_flags,

@@ -762,6 +762,8 @@ class OracleSpec:
     budget: search queries (configuration x item) allowed on the search split.
     num_proposers: W.
     num_random_graphs: random DAGs in the graph pool (plus chain, star, full).
+    max_search_items: the search uses a seeded random subset of at most this many search-split items
+      (MMLU-Redux's train + val has 2,474; the last rungs' cost grows with it).
     min_items, eta, max_search_samples, min_finalists, mutant_share, sparse_share: the
       successive-halving schedule (see `plan_search`) and the candidate mix.
     test_samples: sample indices 0..S-1 the winner runs on the test split.
@@ -771,13 +773,14 @@ class OracleSpec:
   benchmark: str
   pool: str
   seed: int = 0
-  budget: int = 6000
+  budget: int = 8000
   num_proposers: int = 2
   num_random_graphs: int = 30
-  min_items: int = 16
+  max_search_items: int = 200
+  min_items: int = 8
   eta: float = 3.0
-  max_search_samples: int = 3
-  min_finalists: int = 4
+  max_search_samples: int = 1
+  min_finalists: int = 3
   mutant_share: float = 0.5
   sparse_share: float = 0.5
   test_samples: int = 4
@@ -790,6 +793,8 @@ class OracleSpec:
       raise OracleError(f"random_draws_per_item must be >= 1, got {self.random_draws_per_item}")
     if self.budget < 1:
       raise OracleError(f"budget must be >= 1, got {self.budget}")
+    if self.max_search_items < 1:
+      raise OracleError(f"max_search_items must be >= 1, got {self.max_search_items}")
 
 
 def describe(candidate: Candidate, space: SearchSpace) -> dict[str, Any]:
@@ -821,10 +826,10 @@ async def run_oracle(spec: OracleSpec, evaluator: Evaluator, search_items: Seque
     raise OracleError(f"{spec.benchmark}: the test split is empty")
   space = SearchSpace.make(spec.benchmark, pool, num_proposers=spec.num_proposers, graph_seed=spec.seed,
                            num_random_graphs=spec.num_random_graphs)
-  plan = plan_search(spec.budget, len(search_items), min_items=spec.min_items, eta=spec.eta,
+  order = shuffled(search_items, spec.seed)[:spec.max_search_items]
+  plan = plan_search(spec.budget, len(order), min_items=spec.min_items, eta=spec.eta,
                      mutant_share=spec.mutant_share, min_candidates=len(structured_candidates(space)),
                      max_samples=spec.max_search_samples, min_finalists=spec.min_finalists)
-  order = shuffled(search_items, spec.seed)
   result = await successive_halving(space, evaluator, order, plan, seed=spec.seed, sparse_share=spec.sparse_share)
   winner = result.best.to_mas(space)
   samples = tuple(range(spec.test_samples))
@@ -848,7 +853,7 @@ async def run_oracle(spec: OracleSpec, evaluator: Evaluator, search_items: Seque
       "runners_up_on_search_split": [{"key": k, "family": f, **s.to_json()} for k, f, s in runner_up],
       "plan": plan.to_json(),
       "rungs": [r.to_json() for r in result.rungs],
-      "search_items": len(search_items), "test_items": len(test_items), "test_samples": spec.test_samples,
+      "search_items": len(order), "search_split_items": len(search_items), "test_items": len(test_items), "test_samples": spec.test_samples,
       "space": {"roles": list(space.roles), "models": list(space.models), "decision_model": space.decision_model,
                 "num_proposers": space.num_proposers, "graphs": len(space.graphs)},
   }
