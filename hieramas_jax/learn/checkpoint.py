@@ -13,6 +13,8 @@ import pathlib
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 
 
@@ -57,9 +59,12 @@ class Checkpointer:
       raise CheckpointError(f"no checkpoint under {manager.directory}")
     abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, template)
     try:
-      return manager.restore(step, args=ocp.args.StandardRestore(abstract))
+      restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
     except (ValueError, KeyError) as e:
       raise CheckpointError(f"checkpoint {manager.directory}/{step} does not match the state: {e}") from e
+    # Orbax returns device-committed arrays; freshly computed ones are uncommitted, and jit keys its
+    # cache on that, so without this every jitted step would compile a second time after a resume.
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(np.asarray(x)) if isinstance(x, jax.Array) else x, restored)
 
   def restore_latest(self, template: Any) -> Any:
     """The last saved state, shaped like `template` (raises CheckpointError if none)."""

@@ -111,7 +111,13 @@ DEFAULT_POLICY = LLMSelectionPolicy()
 
 def init_params(rng: jax.Array, inputs: PolicyInputs, net: LLMSelectionPolicy = DEFAULT_POLICY):
   """Fresh parameters for `net` (shapes taken from `inputs`)."""
-  return net.init(rng, inputs)["params"]
+  return _jit_init(net, rng, inputs)["params"]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_init(net, rng, inputs):
+  # Jitted: eager Flax init compiles op by op (seconds on a busy CPU).
+  return net.init(rng, inputs)
 
 
 def _masked_log_softmax(params, inputs, tau, net, rng=None):

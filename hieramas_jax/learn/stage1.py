@@ -19,6 +19,7 @@ so a run resumed from a checkpoint draws exactly the keys an uninterrupted run w
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import flax.struct
@@ -95,13 +96,25 @@ def make_optimizer(config: Stage1Config) -> optax.GradientTransformation:
 
 def create_state(rng: jax.Array, inputs: policy_lib.PolicyInputs, config: Stage1Config = Stage1Config(),
                  net: policy_lib.LLMSelectionPolicy = policy_lib.DEFAULT_POLICY) -> Stage1State:
-  """A fresh state: parameters from `rng`, zero baseline for the R roles of `inputs`."""
-  params = policy_lib.init_params(rng, inputs, net)
-  num_roles = inputs.slot_mask.shape[0]
-  return Stage1State.create(apply_fn=net.apply, params=params, tx=make_optimizer(config),
-                            baseline=jnp.zeros((num_roles,), jnp.float32),
-                            baseline_weight=jnp.zeros((), jnp.float32), net=net,
-                            entropy_coef=config.entropy_coef, baseline_decay=config.baseline_decay)
+  """A fresh state: parameters from `rng`, zero baseline for the R roles of `inputs`.
+
+  Built under jit (eager Flax/Optax init compiles op by op: ~10 s on a busy CPU), with `step` an
+  int32 array from the start so the jitted steps see one signature before and after a restore.
+  """
+  return _create_fn(config, net)(rng, inputs)
+
+
+@functools.lru_cache(maxsize=None)
+def _create_fn(config: Stage1Config, net: policy_lib.LLMSelectionPolicy):
+  def create(rng, inputs):
+    params = net.init(rng, inputs)["params"]
+    num_roles = inputs.slot_mask.shape[0]
+    state = Stage1State.create(apply_fn=net.apply, params=params, tx=make_optimizer(config),
+                               baseline=jnp.zeros((num_roles,), jnp.float32),
+                               baseline_weight=jnp.zeros((), jnp.float32), net=net,
+                               entropy_coef=config.entropy_coef, baseline_decay=config.baseline_decay)
+    return state.replace(step=jnp.zeros((), jnp.int32))
+  return jax.jit(create)
 
 
 def tau_at(step, config: Stage1Config):
@@ -137,7 +150,7 @@ def update_step(state: Stage1State, batch: Stage1Batch, rng: jax.Array) -> tuple
   new_state = new_state.replace(baseline=decay * state.baseline + (1 - decay) * batch_mean,
                                 baseline_weight=decay * state.baseline_weight + (1 - decay))
   metrics = {"loss": loss, "pg_loss": aux["pg_loss"], "entropy": aux["entropy"],
-             "mean_reward": rewards.mean(), "grad_norm": optax.global_norm(grads),
+             "mean_reward": rewards.mean(), "grad_norm": optax.tree.norm(grads),
              "mean_abs_advantage": jnp.abs(advantage).mean(), "nonfinite": nonfinite}
   return new_state, metrics
 

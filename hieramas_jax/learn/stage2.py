@@ -138,9 +138,18 @@ def make_optimizer(config: Stage2Config) -> optax.GradientTransformation:
 
 def create_state(rng, batch: Stage2Batch, config: Stage2Config = Stage2Config(),
                  net: gcn_lib.GCNScorer = gcn_lib.DEFAULT_SCORER) -> Stage2State:
-  params = gcn_lib.init_params(rng, batch.query_emb[:1], batch.role_emb, batch.adjacency[0], batch.node_mask[0],
-                               net)
-  return Stage2State.create(apply_fn=net.apply, params=params, tx=make_optimizer(config), net=net)
+  """A fresh state, built under jit (eager init compiles op by op), with an int32 `step` array."""
+  return _create_fn(config, net)(rng, jnp.asarray(batch.query_emb[:1]), jnp.asarray(batch.role_emb),
+                                 jnp.asarray(batch.adjacency[0]), jnp.asarray(batch.node_mask[0]))
+
+
+@functools.lru_cache(maxsize=None)
+def _create_fn(config: Stage2Config, net: gcn_lib.GCNScorer):
+  def create(rng, query_emb, role_emb, adjacency, node_mask):
+    params = net.init(rng, query_emb, role_emb, gcn_lib.prepare_pool(adjacency, node_mask))["params"]
+    state = Stage2State.create(apply_fn=net.apply, params=params, tx=make_optimizer(config), net=net)
+    return state.replace(step=jnp.zeros((), jnp.int32))
+  return jax.jit(create)
 
 
 @jax.jit
@@ -150,7 +159,7 @@ def train_step(state: Stage2State, batch: Stage2Batch, rng: jax.Array) -> tuple[
     logits = _pair_scores(params, batch, state.net, False, jax.random.fold_in(rng, state.step))
     return weighted_bce(logits, batch.labels, batch.label_mask, batch.pos_weight)
   loss, grads = jax.value_and_grad(loss_fn)(state.params)
-  return state.apply_gradients(grads=grads), {"loss": loss, "grad_norm": optax.global_norm(grads),
+  return state.apply_gradients(grads=grads), {"loss": loss, "grad_norm": optax.tree.norm(grads),
                                               "nonfinite": ~jnp.isfinite(loss)}
 
 

@@ -1,0 +1,48 @@
+"""Sentence encoder: the real bundled weights, the checksum guard, the on-disk cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hieramas_jax.learn import encoder
+
+
+def test_checksum_rejects_other_weights(tmp_path):
+  (tmp_path / "model.safetensors").write_bytes(b"not the real weights")
+  with pytest.raises(encoder.ChecksumError, match="sha256"):
+    encoder.verify_checksum(tmp_path)
+  with pytest.raises(encoder.ChecksumError, match="does not exist"):
+    encoder.verify_checksum(tmp_path / "missing")
+
+
+def test_bundled_weights_pass_checksum():
+  encoder.verify_checksum(encoder.default_model_path())  # raises if the package ships other weights
+
+
+def test_real_embeddings_and_cache_hit(tmp_path):
+  cache = tmp_path / "emb.sqlite"
+  enc = encoder.SentenceEncoder(cache_path=cache)
+  texts = ["Solve the quadratic equation x^2 - 5x + 6 = 0.",
+           "Find the roots of the polynomial x squared minus five x plus six.",
+           "The museum opens at nine on Sundays."]
+  vecs = enc.encode(texts + [texts[0]])  # a repeated text is embedded once
+  assert vecs.shape == (4, encoder.EMBEDDING_DIM) and vecs.dtype == np.float32
+  np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+  related, unrelated = float(vecs[0] @ vecs[1]), float(vecs[0] @ vecs[2])
+  assert related > unrelated + 0.3, (related, unrelated)
+  np.testing.assert_array_equal(vecs[0], vecs[3])
+  assert enc.misses == 3
+
+  # A second encoder over the same cache file answers without ever loading the model.
+  again = encoder.SentenceEncoder(cache_path=cache)
+  np.testing.assert_array_equal(again.encode(texts), vecs[:3])
+  assert (again.hits, again.misses) == (3, 0)
+  assert again._model is None
+  assert len(again.cache) == 3
+
+
+def test_encode_rejects_a_bare_string(tmp_path):
+  enc = encoder.SentenceEncoder(cache_path=tmp_path / "emb.sqlite")
+  with pytest.raises(encoder.EncoderError, match="sequence of texts"):
+    enc.encode("one string")
