@@ -69,21 +69,21 @@ class ItemIndex:
   def recognise(self, text: str) -> Recognised | None:
     """The item whose question appears (almost) verbatim in `text`, or None.
 
-    Fast path: an item whose whole normalised question occurs in the text (the longest such one,
-    since a MATH problem can sit inside an MMLU question). Otherwise a vote over word shingles
+    Fast path: an item whose whole normalised question occurs in the text (the earliest, and the
+    longest starting there, since a MATH problem can open an MMLU question). Otherwise a vote over word shingles
     tolerates small edits (coverage >= MIN_COVERAGE). Cached per text: the same question comes
     back in many requests (samples, models, roles).
     """
     words = _words(text)
     normalised = " " + " ".join(words) + " "
-    found = None
     for i in range(len(words) - SHINGLE_WORDS + 1):
+      found = None
       for idx in self._first.get(" ".join(words[i:i + SHINGLE_WORDS]), ()):
         if (found is None or len(self._normalised[idx]) > len(self._normalised[found])) \
             and self._normalised[idx] in normalised:
           found = idx
-    if found is not None:
-      return Recognised(self.items[found], 1.0)
+      if found is not None:  # the earliest question in the text, the longest one starting there
+        return Recognised(self.items[found], 1.0)
     hits: dict[int, int] = {}
     lengths = {SHINGLE_WORDS} | self._short_lengths
     seen: set[str] = set()
