@@ -251,6 +251,7 @@ def _start_sim(latency_s: float):
 
 def main(argv):
   del argv
+  load_before = os.getloadavg()[0]
   # absl's INFO root logging would make httpx log every SDK request, slowing the SDK unfairly.
   for name in ("httpx", "httpcore", "openai", "aiohttp"):
     logging.getLogger(name).setLevel(logging.WARNING)
@@ -280,7 +281,9 @@ def main(argv):
         "overhead; the gap to `latency_bound` is the sim's per-request CPU in its single process")
     print(json.dumps(out["latency_bound_null_server"]))
     out["wall_over_critical_path"] = out["latency_bound"]["wall_over_critical_path"]
-  out["machine"] = {"cpu_count": os.cpu_count(), "note": "client and sim share the machine's cores"}
+  out["machine"] = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(load_before, 2),
+                    "load_average_1m_after": round(os.getloadavg()[0], 2),
+                    "note": "client and sim share the machine's cores; other load slows every figure"}
   out["provenance"] = provenance(seed=FLAGS.seed, benchmarks=["mmlu_redux"], backend="sim",
                                  flags={k: FLAGS[k].value for k in ("seed", "concurrency", "calls",
                                                                      "sdk_calls", "reps", "queries",
