@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import hashlib
 import os
 import pathlib
 from typing import Any, AsyncIterator
@@ -16,7 +18,7 @@ from typing import Any, AsyncIterator
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
-from hieramas_jax.paths import cache_dir
+from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
 
 BACKEND_FLAG_NAMES = ("backend", "base_url", "api_key_env", "model_map", "max_concurrency",
                       "request_timeout_s", "max_retries")
@@ -36,9 +38,27 @@ class Backend:
     return "sim" if self.endpoint.is_sim else self.endpoint.name
 
 
+@functools.lru_cache(maxsize=1)
+def sim_fingerprint() -> str:
+  """sha256 over the simulator's code and data files (hieramas_jax/sim, hieramas_jax/data/sim).
+
+  A change to the sim (a parameter, a refit theta, new mutants) changes its answers; the fingerprint
+  goes into the sim endpoint's name and so into every response-cache key and run directory name, so
+  answers of an older sim are never replayed into a newer run.
+  """
+  digest = hashlib.sha256()
+  for root in (PACKAGE_DIR / "sim", DATA_DIR / "sim"):
+    for path in sorted(root.rglob("*")):
+      if path.is_file() and path.suffix in (".py", ".json", ".gz"):
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        digest.update(path.read_bytes())
+  return digest.hexdigest()
+
+
 def sim_endpoint_name(seed: int) -> str:
-  """The embedded sim's endpoint name: part of every cache key, so another sim seed never replays."""
-  return f"sim:seed{seed}"
+  """The embedded sim's endpoint name, `sim:seed<s>:<fingerprint[:12]>`: part of every cache key, so
+  neither another sim seed nor another version of the sim ever replays this one's answers."""
+  return f"sim:seed{seed}:{sim_fingerprint()[:12]}"
 
 
 @contextlib.asynccontextmanager

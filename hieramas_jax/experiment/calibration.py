@@ -24,7 +24,7 @@ from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import evaluate, summarise
 from hieramas_jax.experiment.provenance import atomic_write_json, atomic_write_text, provenance
-from hieramas_jax.experiment.table1 import prepare_run_dir
+from hieramas_jax.experiment.table1 import prepare_run_dir, safe_name
 from hieramas_jax.llm.registry import MODELS, POOLS, get_model
 from hieramas_jax.methods.api import RunContext
 from hieramas_jax.methods.single import SingleCall
@@ -51,7 +51,7 @@ async def run_calibration(backend: Backend, *, models: Sequence[str], benchmarks
   """Measures every (model, benchmark) cell; writes calibration.json / .md into out_dir."""
   from hieramas_jax.sim import calibration_targets  # pylint: disable=import-outside-toplevel
   prov = provenance(seed=seed, benchmarks=benchmarks, flags=flags, backend=backend.label, command=command)
-  root = pathlib.Path(run_root) / f"{backend.endpoint.name.replace(':', '-').replace('/', '_')}-seed{seed}"
+  root = pathlib.Path(run_root) / f"{safe_name(backend.endpoint.name)}_run-seed{seed}"
   bound = asyncio.Semaphore(max_queries)
   # The pool only matters for methods that pick their model from it; SingleCall's model is fixed.
   ctx = RunContext(backend.client, POOLS["gpt-5-mini"], seed)
@@ -83,7 +83,7 @@ async def run_calibration(backend: Backend, *, models: Sequence[str], benchmarks
                     "off": abs(measured - target_pct) > tolerance, "source": tgt.source, "note": tgt.note,
                     "cost_usd": s["cost_usd"]})
   record = {"tolerance_pts": tolerance, "n_items": n_items, "items_per_benchmark": items_per_benchmark,
-            "code_samples": code_samples,
+            "code_samples": code_samples, "endpoint": backend.endpoint.name,
             "pipeline": "Base prompt, single call, temperature 0.2, max_tokens 2048, real graders",
             "cells": cells, "n_off": sum(c["off"] for c in cells),
             "max_abs_diff": max((abs(c["diff"]) for c in cells), default=0.0), "provenance": prov}

@@ -99,7 +99,7 @@ async def run_table1(spec: Table1Spec, backend: Backend, *, out_dir: str | pathl
   from hieramas_jax.benchmarks.splits import load_split  # pylint: disable=import-outside-toplevel
   prov = provenance(seed=spec.seed, benchmarks=spec.benchmarks, flags=flags, backend=backend.label,
                     command=command)
-  root = pathlib.Path(run_root) / f"{backend.endpoint.name.replace(':', '-').replace('/', '_')}-seed{spec.seed}-{spec.split}"
+  root = pathlib.Path(run_root) / f"{safe_name(backend.endpoint.name)}_run-seed{spec.seed}_{spec.split}"
   items = {}
   for b in spec.benchmarks:
     split_items = list(load_split(b, spec.split))
@@ -134,7 +134,7 @@ async def run_table1(spec: Table1Spec, backend: Backend, *, out_dir: str | pathl
           w.write_summary({f"{pool_name}/{b}/{m}": f"acc={summary['accuracy']:.2f}% "
                                                    f"cost=${summary['cost_usd']:.4f} n={summary['n']}"})
   record = {"methods": list(spec.methods), "benchmarks": list(spec.benchmarks), "pools": list(spec.pools),
-            "split": spec.split, "limit": spec.limit, "cells": cells,
+            "split": spec.split, "limit": spec.limit, "endpoint": backend.endpoint.name, "cells": cells,
             "averages": {m: sum(cells[cell_key(m, b, p)]["accuracy"] for b in spec.benchmarks
                                 for p in spec.pools) / (len(spec.benchmarks) * len(spec.pools))
                          for m in spec.methods},
@@ -143,6 +143,11 @@ async def run_table1(spec: Table1Spec, backend: Backend, *, out_dir: str | pathl
   atomic_write_json(out_dir / "table1.json", record)
   atomic_write_text(out_dir / "table1.md", table1_markdown(record))
   return record
+
+
+def safe_name(name: str) -> str:
+  """An endpoint name as a directory name ("sim:seed0:ab12" -> "sim-seed0-ab12")."""
+  return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
 
 
 def _method_config(method: Any) -> dict[str, Any]:

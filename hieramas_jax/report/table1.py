@@ -50,7 +50,9 @@ def table1_markdown(record: Mapping[str, Any]) -> str:
               "LLM pool; they say nothing about the real models.", ""]
   lines += [f"Split: `{record['split']}`" + (f", first {record['limit']} items per benchmark"
                                              if record.get("limit") else "") +
-            f"; seed {prov['seed']}. Cell: accuracy % (total cost USD over the split, n).", ""]
+            f"; seed {prov['seed']}; endpoint `{record.get('endpoint')}`"
+            + (" (the suffix fingerprints the simulator's code and data)" if sim else "")
+            + ". Cell: accuracy % (total cost USD over the split, n).", ""]
   header = "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" for b, p in cols)
   lines += [header + " | Avg. acc | Total cost |", "|---" * (len(cols) + 3) + "|"]
   for m in methods:
