@@ -1,0 +1,187 @@
+"""The HieraMAS method: `fit(train, val, ctx=...)` trains both stages; `solve(ctx, item)` is inference.
+
+Inference (paper Sec. 3.5): the policy fixes every supernode (argmax per position, skip included),
+the classifier scores all K candidate DAGs of the pool in one jitted call (`gcn.score_prepared` on a
+pool prepared once), G* = argmax, and the MAS runs once. The runner (`experiment.evaluate`) grades.
+
+Ablations (paper Table 2), chosen by the config, not by code paths hidden elsewhere:
+- graph_mode="random_vote" (w/o Graph): `vote_graphs` graphs drawn from the pool (seeded by the run
+  seed and the item id), the MAS runs on each, the answer is the majority vote over their final
+  answers (`methods.voting`; the paper says "averaged outputs"); cost is the sum of all runs.
+- llm_mode="strong" (w/o LLM Selection): the setting's strong model at every proposer and
+  synthesizer position, on the classifier's G*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pathlib
+import zlib
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.learn import gcn as gcn_lib
+from hieramas_jax.learn import graph_pool
+from hieramas_jax.learn import stage1 as stage1_lib
+from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.mas.runtime import run_mas
+from hieramas_jax.mas.trace import Trace
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.hieramas import training
+from hieramas_jax.methods.hieramas.config import HieraMASConfig
+from hieramas_jax.methods.hieramas.rollout import Setup
+from hieramas_jax.methods.voting import majority_vote
+
+log = logging.getLogger(__name__)
+
+
+class HieraMASError(RuntimeError):
+  """HieraMAS used wrongly (solve before fit/load, wrong pool or benchmark)."""
+
+
+def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:
+  """The K candidates: K - 3 seeded random DAGs over sparse/medium/dense bands, plus chain, star, full."""
+  return graph_pool.make_pool(cfg.seed, num_roles, cfg.num_candidates - 3, min_density=cfg.pool_min_density,
+                              max_density=cfg.pool_max_density, include_reference=True)
+
+
+class HieraMAS:
+  """Trained (or loaded) HieraMAS for one benchmark and pool setting.
+
+  Attributes:
+    name: registry name.
+    config: the run's hyperparameters.
+    run_dir: where checkpoints, stage-2 data and best-checkpoint records live.
+  """
+
+  name = "hieramas"
+
+  def __init__(self, config: HieraMASConfig | None = None, run_dir: str | pathlib.Path | None = None, *,
+               writer=None, progress: bool = True):
+    self.config = config or HieraMASConfig()
+    self.run_dir = pathlib.Path(run_dir) if run_dir is not None else None
+    self.writer = writer
+    self.progress = progress
+    self.setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.num_proposers)
+    self._emb: training.Embeddings | None = None
+    self.policy_state = None
+    self.scorer_params = None
+    self.pool = inference_pool(self.config, self.setup.num_roles)
+    self._prepared = gcn_lib.prepare_pool(self.pool.adjacency, self.pool.node_mask)
+    self._scorer = training.scorer_net(self.config)
+    self.fit_summary: dict[str, Any] = {}
+
+  @property
+  def embeddings(self) -> training.Embeddings:
+    if self._emb is None:
+      self._emb = training.Embeddings(self.setup, self.config.encoder)
+    return self._emb
+
+  def _require_run_dir(self) -> pathlib.Path:
+    if self.run_dir is None:
+      raise HieraMASError("HieraMAS needs a run_dir (checkpoints and stage-2 data live there)")
+    self.run_dir.mkdir(parents=True, exist_ok=True)
+    return self.run_dir
+
+  def _check_ctx(self, ctx: RunContext) -> None:
+    if ctx.pool.name != self.config.pool:
+      raise HieraMASError(f"HieraMAS was configured for pool {self.config.pool!r}, the run uses {ctx.pool.name!r}")
+
+  async def fit(self, train: Sequence[Item], val: Sequence[Item], *, ctx: RunContext) -> dict[str, Any]:
+    """Stage 1, then stage 2 from the best stage-1 checkpoint; resumes whatever the run dir already holds.
+
+    Returns a summary (best stage-1 record, stage-2 label statistics and history).
+    """
+    self._check_ctx(ctx)
+    run_dir = self._require_run_dir()
+    for it in list(train) + list(val):
+      if it.benchmark != self.config.benchmark:
+        raise HieraMASError(f"item {it.id} is from {it.benchmark}; this HieraMAS is for {self.config.benchmark}")
+    emb = self.embeddings
+    cfg = self.config
+    best = await training.train_stage1(ctx.client, self.setup, emb, train, val, cfg, run_dir,
+                                       settings=ctx.settings, writer=self.writer, progress=self.progress)
+    # Explicit: the best checkpoint, from disk, checked (not whatever the loop's state ended at).
+    self.policy_state = training.load_best_policy(cfg, emb, run_dir)
+    done = training.stage2_dir(run_dir) / "done.json"
+    if done.exists():
+      self.scorer_params = training.load_scorer(cfg, emb, run_dir)
+      history = json.loads(done.read_text())["history"]
+      data = training.load_stage2_data(run_dir)
+    else:
+      data = training.load_stage2_data(run_dir)
+      if data is None:
+        data = await training.collect_stage2(ctx.client, self.setup, emb, self.policy_state, train, cfg,
+                                             settings=ctx.settings, progress=self.progress)
+        training.save_stage2_data(data, run_dir)
+      self.scorer_params, history = training.train_stage2(data, emb, cfg, run_dir, writer=self.writer,
+                                                          step_offset=cfg.stage1_steps, progress=self.progress)
+    self.fit_summary = {
+        "stage1_best": best,
+        "stage2": {"queries": int(data["labels"].shape[0]), "graphs_per_query": int(data["labels"].shape[1]),
+                   "positive_rate": float(data["labels"].mean()), "mean_reward": float(data["reward"].mean()),
+                   "accuracy": float(data["solved"].mean()), "epochs_run": len(history),
+                   "best_val_loss": min((h["val_loss"] for h in history), default=None)},
+    }
+    return self.fit_summary
+
+  def load(self) -> None:
+    """Loads the best stage-1 policy and the stage-2 classifier from `run_dir` (no training)."""
+    run_dir = self._require_run_dir()
+    self.policy_state = training.load_best_policy(self.config, self.embeddings, run_dir)
+    self.scorer_params = training.load_scorer(self.config, self.embeddings, run_dir)
+
+  def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
+    """(choices [R, P], scores [K]) for one query: greedy policy and all K candidates scored at once."""
+    if self.policy_state is None or self.scorer_params is None:
+      raise HieraMASError("HieraMAS.solve before fit() or load()")
+    emb = self.embeddings
+    if self.config.llm_mode == "strong":
+      choices = self.setup.strong_choices()
+    else:
+      choices = np.asarray(stage1_lib.greedy(self.policy_state, emb.policy_inputs(emb.query_role([item]))))[0]
+    scores = np.asarray(gcn_lib.score_prepared(self.scorer_params, emb.queries([item]), emb.role_emb, self._prepared,
+                                               net=self._scorer))[0]
+    return choices, scores
+
+  async def solve(self, ctx: RunContext, item: Item) -> Trace:
+    self._check_ctx(ctx)
+    choices, scores = self.choose(item)
+    names = self.setup.choice_names(choices)
+    if self.config.graph_mode == "classifier":
+      g = int(np.argmax(scores))
+      config, active = self.setup.to_config(choices, self.pool.adjacency[g])
+      trace = await run_mas(ctx.client, item, config, ctx.settings, method=self.name)
+      trace.extra.update(self._graph_record(g, scores))
+    else:
+      rng = np.random.default_rng([self.config.seed, training.INFERENCE_TAG, zlib.crc32(item.id.encode())])
+      graphs = rng.choice(self.pool.num_graphs, size=min(self.config.vote_graphs, self.pool.num_graphs), replace=False)
+      configs = [self.setup.to_config(choices, self.pool.adjacency[g]) for g in graphs]
+      runs = await asyncio.gather(*(run_mas(ctx.client, item, c, ctx.settings, method=self.name) for c, _ in configs))
+      vote = await majority_vote(item, [t.final_text for t in runs])
+      trace = Trace(item_id=item.id, method=self.name, final_text=runs[vote.winner].final_text,
+                    calls=[c for t in runs for c in t.calls], node_texts=dict(runs[vote.winner].node_texts),
+                    extra={"config": runs[vote.winner].extra["config"], "vote": {"counts": vote.counts,
+                                                                                 "winner": vote.winner}})
+      active = configs[vote.winner][1]
+      trace.extra.update(self._graph_record(int(graphs[vote.winner]), scores))
+      trace.extra["vote_graphs"] = [int(g) for g in graphs]
+    trace.extra.update({"choices": names, "active_roles": [int(a) for a in active],
+                        "llm_mode": self.config.llm_mode, "graph_mode": self.config.graph_mode})
+    return trace
+
+  def _graph_record(self, g: int, scores: np.ndarray) -> dict[str, Any]:
+    adj = self.pool.adjacency[g][:self.setup.num_roles, :self.setup.num_roles]
+    return {"graph_index": g, "graph_density": float(self.pool.density[g]),
+            "graph_kind": graph_pool.KIND_NAMES[int(self.pool.kind[g])], "graph_score": float(scores[g]),
+            "graph_edges": [[int(i), int(j)] for i, j in zip(*np.nonzero(adj))]}
+
+
+def warm_up(method: HieraMAS, item: Item) -> None:
+  """Compiles the inference functions once before concurrent solving (keeps the event loop responsive)."""
+  jax.block_until_ready(method.choose(item))

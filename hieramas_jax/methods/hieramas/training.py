@@ -1,0 +1,423 @@
+"""The two training loops of HieraMAS (paper Alg. 1) over real MAS rollouts.
+
+Stage 1 (policy, multi-level rewards): each step takes a batch of training queries in an order fixed
+by the seed, samples the policy's choices (key fold_in(k_sample, step)) and one random DAG per query
+(density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch concurrently, grades system and
+node outputs, turns them into role rewards and applies one jitted REINFORCE update. Every
+`stage1_val_every` steps the greedy policy runs on the validation queries (each with one fixed random
+DAG) and a strictly better validation score saves the "best" checkpoint. The latest state is saved
+every `stage1_checkpoint_every` steps; a killed run restarts from it and, since every key and the data
+order are functions of (seed, step), ends with exactly the result of an uninterrupted run.
+
+Stage 2 (classifier, contrastive labels): the BEST stage-1 checkpoint is restored explicitly and
+checked (its parameter hash must equal the one recorded when it was saved, and differ from a fresh
+initialisation), then for every training query the frozen greedy policy runs on `stage2_graphs`
+random DAGs (density U[0.3, 1.0]); system rewards give contrastive labels (`stage2.contrastive_labels`)
+and the GCN is trained with weighted BCE and early stopping on a split by query (`stage2.fit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import pathlib
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from tqdm.auto import tqdm
+
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.experiment.provenance import atomic_write_json
+from hieramas_jax.learn import checkpoint as checkpoint_lib
+from hieramas_jax.learn import gcn as gcn_lib
+from hieramas_jax.learn import graph_pool
+from hieramas_jax.learn import policy as policy_lib
+from hieramas_jax.learn import stage1 as stage1_lib
+from hieramas_jax.learn import stage2 as stage2_lib
+from hieramas_jax.learn.encoder import get_encoder
+from hieramas_jax.llm.registry import get_model
+from hieramas_jax.mas.runtime import ChatClient, RunSettings
+from hieramas_jax.methods.hieramas.config import HieraMASConfig
+from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards, run_rollouts, system_rewards
+
+log = logging.getLogger(__name__)
+
+# Fold-in tags of the run key: one independent stream per stage.
+STAGE1_TAG, STAGE2_TAG, INFERENCE_TAG = 1, 2, 3
+
+
+class TrainingError(RuntimeError):
+  """A training stage cannot go on (e.g. a checkpoint that is not what was saved)."""
+
+
+def params_sha256(tree: Any) -> str:
+  """A fingerprint of a parameter pytree (leaf order, shapes, dtypes and bytes)."""
+  digest = hashlib.sha256()
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    arr = np.asarray(leaf)
+    digest.update(jax.tree_util.keystr(path).encode())
+    digest.update(str(arr.dtype).encode() + str(arr.shape).encode())
+    digest.update(np.ascontiguousarray(arr).tobytes())
+  return digest.hexdigest()
+
+
+class Embeddings:
+  """Sentence embeddings the policy and classifier need, each text embedded once (encoder cache).
+
+  Attributes:
+    setup: roles and pool.
+    encoder: the sentence encoder (`learn.encoder.get_encoder(name)`).
+    profiles: [M, D] LLM profile embeddings (paper Table 12), pool order.
+    role_emb: [R, D] role-description embeddings (classifier node features).
+  """
+
+  def __init__(self, setup: Setup, encoder_name: str):
+    self.setup = setup
+    self.encoder = get_encoder(encoder_name)
+    self.profiles = self.encoder.encode([get_model(m).profile for m in setup.models])
+    self.role_emb = self.encoder.encode([f"{r}: {d}" for r, d in zip(setup.roles, setup.descriptions)])
+
+  def query_role(self, items: Sequence[Item]) -> np.ndarray:
+    """[B, R, D]: h_{Q,r} = f(Q, r, desc(r)) for every item and role."""
+    texts = [policy_lib.query_role_text(it.question, r, d) for it in items
+             for r, d in zip(self.setup.roles, self.setup.descriptions)]
+    return self.encoder.encode(texts).reshape(len(items), self.setup.num_roles, -1)
+
+  def queries(self, items: Sequence[Item]) -> np.ndarray:
+    """[B, D]: the query alone (joined with the role embeddings in the classifier's node features)."""
+    return self.encoder.encode([it.question for it in items])
+
+  def policy_inputs(self, query_role: np.ndarray) -> policy_lib.PolicyInputs:
+    mask = np.ones((self.setup.num_roles, self.setup.num_proposers + 1), bool)
+    return policy_lib.PolicyInputs(jnp.asarray(query_role), jnp.asarray(self.profiles), jnp.asarray(mask))
+
+
+def batch_indices(seed: int, step: int, batch: int, num_items: int) -> np.ndarray:
+  """The query indices of stage-1 step `step`: epochs of seeded permutations, read `batch` at a time.
+
+  A pure function of (seed, step), so a resumed run reads exactly the batches an uninterrupted one would.
+  """
+  if num_items < 1:
+    raise TrainingError("stage 1 needs at least one training query")
+  start = step * batch
+  epoch, pos = divmod(start, num_items)
+  out: list[int] = []
+  while len(out) < batch:
+    perm = np.random.default_rng([seed, epoch]).permutation(num_items)
+    out.extend(perm[pos:pos + batch - len(out)].tolist())
+    epoch, pos = epoch + 1, 0
+  return np.asarray(out, np.int64)
+
+
+def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float, max_density: float) -> np.ndarray:
+  """[count, N, N] random DAGs (reference recipe, `graph_pool.random_dags`)."""
+  return np.asarray(graph_pool.random_dags(key, jnp.full((count,), min_density, jnp.float32),
+                                           jnp.full((count,), max_density, jnp.float32), num_nodes=num_nodes))
+
+
+def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
+  return stage1_lib.Stage1Config(learning_rate=cfg.stage1_lr, weight_decay=cfg.stage1_weight_decay,
+                                 clip_norm=cfg.stage1_clip, entropy_coef=cfg.stage1_entropy,
+                                 total_steps=max(cfg.stage1_steps, 1), tau_start=cfg.stage1_tau_start,
+                                 tau_end=cfg.stage1_tau_end)
+
+
+def policy_net(cfg: HieraMASConfig) -> policy_lib.LLMSelectionPolicy:
+  return policy_lib.LLMSelectionPolicy(hidden=cfg.policy_hidden)
+
+
+def scorer_net(cfg: HieraMASConfig) -> gcn_lib.GCNScorer:
+  return gcn_lib.GCNScorer(hidden=cfg.gcn_hidden, dropout_rate=cfg.gcn_dropout)
+
+
+def stage1_keys(cfg: HieraMASConfig) -> dict[str, jax.Array]:
+  keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), STAGE1_TAG), 5)
+  return dict(zip(("init", "sample", "update", "graph", "val"), keys))
+
+
+def fresh_policy_state(cfg: HieraMASConfig, emb: Embeddings) -> stage1_lib.Stage1State:
+  """The initial stage-1 state (also the template checkpoints are restored into)."""
+  dim = emb.profiles.shape[1]
+  inputs = emb.policy_inputs(np.zeros((cfg.stage1_batch, emb.setup.num_roles, dim), np.float32))
+  return stage1_lib.create_state(stage1_keys(cfg)["init"], inputs, stage1_config(cfg), policy_net(cfg))
+
+
+@dataclasses.dataclass(frozen=True)
+class Validation:
+  accuracy: float
+  mean_reward: float
+  mean_cost: float
+
+  def metric(self, select_by: str) -> float:
+    """Higher is better. "accuracy": accuracy, ties broken by mean reward (|reward| <= 2.5, weight 1e-4
+    keeps it below one query's worth of accuracy for up to 4000 validation queries)."""
+    if select_by == "reward":
+      return self.mean_reward
+    return self.accuracy + 1e-4 * self.mean_reward
+
+
+def summarize_rollouts(rollouts: Sequence[Rollout], k: float) -> Validation:
+  solved = np.array([r.system_solved for r in rollouts], bool)
+  cost = np.array([r.system_cost for r in rollouts])
+  reward = system_rewards(solved, cost, k=k)
+  return Validation(float(solved.mean()), float(reward.mean()), float(cost.mean()))
+
+
+BEST_FILE = "best.json"
+
+
+def stage1_dir(run_dir: pathlib.Path) -> pathlib.Path:
+  return pathlib.Path(run_dir) / "checkpoints" / "stage1"
+
+
+def stage2_dir(run_dir: pathlib.Path) -> pathlib.Path:
+  return pathlib.Path(run_dir) / "checkpoints" / "stage2"
+
+
+async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train: Sequence[Item], val: Sequence[Item],
+                       cfg: HieraMASConfig, run_dir: pathlib.Path, *, settings: RunSettings = RunSettings(),
+                       writer=None, progress: bool = True) -> dict[str, Any]:
+  """Runs (or resumes) stage 1; returns the best checkpoint's record (step, metric, params hash).
+
+  Raises:
+    FloatingPointError: a non-finite loss (says the step).
+    RolloutError: a non-finite reward (says the query and role).
+  """
+  if not val:
+    raise TrainingError("stage 1 needs validation queries (best-by-validation checkpoint)")
+  keys = stage1_keys(cfg)
+  s1cfg = stage1_config(cfg)
+  train_qr = emb.query_role(train)
+  val_inputs = emb.policy_inputs(emb.query_role(val))
+  val_graphs = random_graphs(keys["val"], len(val), setup.num_roles, cfg.stage1_min_density, cfg.stage1_max_density)
+  state = fresh_policy_state(cfg, emb)
+  ckpt = checkpoint_lib.Checkpointer(stage1_dir(run_dir))
+  best_path = stage1_dir(run_dir) / BEST_FILE
+  try:
+    if ckpt.latest_step() is not None:
+      state = ckpt.restore_latest(state)
+      log.info("stage 1: resumed from step %d", int(state.step))
+    best = json.loads(best_path.read_text()) if best_path.exists() else None
+
+    async def validate(step: int):
+      nonlocal best
+      choices = np.asarray(stage1_lib.greedy(state, val_inputs))
+      rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=cfg.max_queries,
+                                    grade_nodes=False)
+      v = summarize_rollouts(rollouts, cfg.reward_k)
+      metric = v.metric(cfg.stage1_select_by)
+      improved = best is None or metric > best["metric"]
+      # Only strict improvements reach the best manager, so it never has to break a tie itself.
+      ckpt.save(step, state, metric if improved else None)
+      if improved:
+        best = {"step": step, "metric": metric, "val_accuracy": v.accuracy, "val_mean_reward": v.mean_reward,
+                "val_mean_cost": v.mean_cost, "params_sha256": params_sha256(state.params)}
+        atomic_write_json(best_path, best)
+      if writer is not None:
+        writer.write_scalars(step, {"stage1/val_accuracy": v.accuracy, "stage1/val_mean_reward": v.mean_reward,
+                                    "stage1/val_mean_cost_usd": v.mean_cost, "stage1/val_best_metric": best["metric"]})
+
+    start = int(state.step)
+    if cfg.stage1_steps == 0 and best is None:
+      await validate(0)
+    bar = tqdm(total=cfg.stage1_steps, initial=start, desc=f"stage 1 {setup.benchmark}", disable=not progress,
+               dynamic_ncols=True, leave=False)
+    try:
+      for step in range(start, cfg.stage1_steps):
+        idx = batch_indices(cfg.seed, step, cfg.stage1_batch, len(train))
+        inputs = emb.policy_inputs(train_qr[idx])
+        choices, tau = stage1_lib.sample_step(state, inputs, keys["sample"], s1cfg)
+        graphs = random_graphs(jax.random.fold_in(keys["graph"], step), len(idx), setup.num_roles,
+                               cfg.stage1_min_density, cfg.stage1_max_density)
+        rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
+                                      bound=cfg.max_queries)
+        rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k)
+        batch = stage1_lib.Stage1Batch(inputs, choices, jnp.asarray(rewards), tau)
+        state, metrics = stage1_lib.update_step(state, batch, keys["update"])
+        stage1_lib.check_finite(metrics, step)
+        done = step + 1
+        summary = summarize_rollouts(rollouts, cfg.reward_k)
+        skip_rate = float((np.asarray(choices) == setup.skip_index).mean())
+        if writer is not None:
+          writer.write_scalars(done, {
+              "stage1/loss": float(metrics["loss"]), "stage1/entropy": float(metrics["entropy"]),
+              "stage1/grad_norm": float(metrics["grad_norm"]), "stage1/mean_role_reward": float(rewards.mean()),
+              "stage1/batch_accuracy": summary.accuracy, "stage1/batch_mean_system_reward": summary.mean_reward,
+              "stage1/batch_mean_cost_usd": summary.mean_cost, "stage1/tau": float(tau),
+              "stage1/skip_rate": skip_rate})
+        bar.update(1)
+        bar.set_postfix(acc=f"{summary.accuracy:.2f}", reward=f"{float(rewards.mean()):.3f}")
+        if done % cfg.stage1_val_every == 0 or done == cfg.stage1_steps:
+          await validate(done)
+        elif done % cfg.stage1_checkpoint_every == 0:
+          ckpt.save(done, state)
+    finally:
+      bar.close()
+  finally:
+    ckpt.close()
+  return best
+
+
+def load_best_policy(cfg: HieraMASConfig, emb: Embeddings, run_dir: pathlib.Path) -> stage1_lib.Stage1State:
+  """Restores the BEST stage-1 checkpoint and proves it is the one that was saved.
+
+  The reference code's MATH stage 2 silently keeps a freshly initialised selector (a key mismatch);
+  here the restored parameters must hash to the value recorded when the best checkpoint was saved,
+  and (unless the best is the untrained step 0) must differ from a fresh initialisation.
+
+  Raises:
+    TrainingError: no best checkpoint, or it is not the one recorded.
+  """
+  best_path = stage1_dir(run_dir) / BEST_FILE
+  if not best_path.exists():
+    raise TrainingError(f"no stage-1 best record at {best_path}: run stage 1 first")
+  best = json.loads(best_path.read_text())
+  template = fresh_policy_state(cfg, emb)
+  ckpt = checkpoint_lib.Checkpointer(stage1_dir(run_dir))
+  try:
+    if ckpt.best_step() != best["step"]:
+      raise TrainingError(f"best stage-1 checkpoint is step {ckpt.best_step()}, but {best_path} records "
+                          f"step {best['step']}")
+    state = ckpt.restore_best(template)
+  finally:
+    ckpt.close()
+  loaded = params_sha256(state.params)
+  if loaded != best["params_sha256"]:
+    raise TrainingError(f"restored stage-1 parameters hash {loaded[:12]}, recorded {best['params_sha256'][:12]}: "
+                        "the best checkpoint is not what was saved")
+  if best["step"] > 0 and loaded == params_sha256(template.params):
+    raise TrainingError("restored stage-1 parameters equal a fresh initialisation: the checkpoint did not load")
+  return state
+
+
+def stage2_keys(cfg: HieraMASConfig) -> dict[str, jax.Array]:
+  keys = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), STAGE2_TAG), 2)
+  return dict(zip(("graphs", "fit"), keys))
+
+
+STAGE2_DATA_FILE = "stage2_data.npz"
+
+
+async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, policy_state, train: Sequence[Item],
+                         cfg: HieraMASConfig, *, settings: RunSettings = RunSettings(),
+                         progress: bool = True) -> dict[str, np.ndarray]:
+  """Runs every training query on `stage2_graphs` random DAGs with the frozen greedy policy.
+
+  Returns arrays: query_emb [Q, D], choices [Q, R, P], adjacency [Q, G, R, R], solved [Q, G],
+  cost [Q, G], reward [Q, G], labels [Q, G]. Graphs of query i come from fold_in(k_graphs, i).
+  """
+  keys = stage2_keys(cfg)
+  g = cfg.stage2_graphs
+  choices = np.asarray(stage1_lib.greedy(policy_state, emb.policy_inputs(emb.query_role(train))))
+  adjacency = np.stack([random_graphs(jax.random.fold_in(keys["graphs"], i), g, setup.num_roles,
+                                      cfg.stage2_min_density, cfg.stage2_max_density) for i in range(len(train))])
+  flat_items = [it for it in train for _ in range(g)]
+  flat_choices = np.repeat(choices, g, axis=0)
+  sem = asyncio.Semaphore(cfg.max_queries)
+  bar = tqdm(total=len(flat_items), desc=f"stage 2 data {setup.benchmark}", disable=not progress, dynamic_ncols=True,
+             leave=False)
+
+  async def one(i):
+    (r,) = await run_rollouts(client, setup, [flat_items[i]], flat_choices[i:i + 1],
+                              adjacency.reshape(-1, setup.num_roles, setup.num_roles)[i:i + 1], settings, bound=sem,
+                              grade_nodes=False)
+    bar.update(1)
+    return r
+
+  try:
+    rollouts = await asyncio.gather(*(one(i) for i in range(len(flat_items))))
+  finally:
+    bar.close()
+  solved = np.array([r.system_solved for r in rollouts]).reshape(len(train), g)
+  cost = np.array([r.system_cost for r in rollouts]).reshape(len(train), g)
+  reward = system_rewards(solved, cost, k=cfg.reward_k)
+  labels = stage2_lib.contrastive_labels(reward, top_k=cfg.stage2_top_k)
+  return {"query_emb": emb.queries(train), "choices": choices, "adjacency": adjacency, "solved": solved,
+          "cost": cost, "reward": reward, "labels": labels}
+
+
+def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray) -> stage2_lib.Stage2Batch:
+  q, g, n, _ = data["adjacency"].shape
+  return stage2_lib.Stage2Batch(query_emb=data["query_emb"], role_emb=role_emb, adjacency=data["adjacency"],
+                                node_mask=np.ones((q, g, n), bool), labels=data["labels"].astype(np.float32),
+                                label_mask=np.ones((q, g), bool), pos_weight=np.float32(1.0))
+
+
+def stage2_config(cfg: HieraMASConfig) -> stage2_lib.Stage2Config:
+  return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
+                                 patience=cfg.stage2_patience, top_k=cfg.stage2_top_k,
+                                 val_fraction=cfg.stage2_val_fraction)
+
+
+def fresh_scorer_params(cfg: HieraMASConfig, emb: Embeddings):
+  n = emb.setup.num_roles
+  dim = emb.role_emb.shape[1]
+  return gcn_lib.init_params(stage2_keys(cfg)["fit"], np.zeros((1, dim), np.float32), emb.role_emb,
+                             np.zeros((1, n, n), bool), np.ones((1, n), bool), scorer_net(cfg))
+
+
+def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConfig, run_dir: pathlib.Path, *,
+                 writer=None, step_offset: int = 0, progress: bool = True):
+  """Fits the classifier on collected stage-2 data and saves it; returns (params, history)."""
+  bar = tqdm(total=cfg.stage2_epochs, desc=f"stage 2 fit {emb.setup.benchmark}", disable=not progress,
+             dynamic_ncols=True, leave=False)
+
+  def on_epoch(epoch, train_loss, val_metrics):
+    bar.update(1)
+    if writer is not None:
+      writer.write_scalars(step_offset + epoch + 1, {"stage2/train_loss": train_loss,
+                                                     **{f"stage2/val_{k}": v for k, v in val_metrics.items()}})
+
+  try:
+    params, history = stage2_lib.fit(stage2_batch(data, emb.role_emb), stage2_keys(cfg)["fit"], stage2_config(cfg),
+                                     net=scorer_net(cfg), split_seed=cfg.seed, on_epoch=on_epoch)
+  finally:
+    bar.close()
+  save_scorer(params, run_dir, history)
+  return params, history
+
+
+def save_scorer(params, run_dir: pathlib.Path, history: list[dict]) -> None:
+  path = stage2_dir(run_dir)
+  path.mkdir(parents=True, exist_ok=True)
+  with ocp.StandardCheckpointer() as ckptr:
+    ckptr.save((path / "params").resolve(), params, force=True)
+  atomic_write_json(path / "done.json", {"params_sha256": params_sha256(params), "history": history})
+
+
+def load_scorer(cfg: HieraMASConfig, emb: Embeddings, run_dir: pathlib.Path):
+  """The saved classifier parameters, checked against the hash recorded at save time."""
+  path = stage2_dir(run_dir)
+  done = path / "done.json"
+  if not done.exists():
+    raise TrainingError(f"no finished stage-2 classifier under {path}")
+  template = fresh_scorer_params(cfg, emb)
+  abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, template)
+  with ocp.StandardCheckpointer() as ckptr:
+    params = ckptr.restore((path / "params").resolve(), abstract)
+  recorded = json.loads(done.read_text())["params_sha256"]
+  if params_sha256(params) != recorded:
+    raise TrainingError(f"stage-2 parameters under {path} do not match the hash recorded at save time")
+  return params
+
+
+def save_stage2_data(data: dict[str, np.ndarray], run_dir: pathlib.Path) -> None:
+  path = pathlib.Path(run_dir) / STAGE2_DATA_FILE
+  tmp = path.with_name(".tmp-" + path.name)
+  with open(tmp, "wb") as f:
+    np.savez(f, **data)
+  tmp.replace(path)
+
+
+def load_stage2_data(run_dir: pathlib.Path) -> dict[str, np.ndarray] | None:
+  path = pathlib.Path(run_dir) / STAGE2_DATA_FILE
+  if not path.exists():
+    return None
+  with np.load(path) as f:
+    return {k: f[k] for k in f.files}
