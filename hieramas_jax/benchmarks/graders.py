@@ -302,6 +302,7 @@ def normalize_math(answer: str) -> str:
 # the parent's wall timeout (kill + restart) is the backstop against C-level hangs.
 SYMBOLIC_TIMEOUT_S = 5
 _WALL_TIMEOUT_S = 3 * SYMBOLIC_TIMEOUT_S + 10
+_STARTUP_TIMEOUT_S = 120
 
 
 def symbolic_worker_main() -> None:
@@ -312,6 +313,9 @@ def symbolic_worker_main() -> None:
   from math_verify import parse, verify  # heavy import, only in the child
   out = sys.stdout
   sys.stdout = sys.stderr  # stray prints from libraries must not corrupt the protocol
+  parse("\\boxed{1}", parsing_timeout=SYMBOLIC_TIMEOUT_S)  # warm sympy's lazy imports
+  out.write(json.dumps("ready") + "\n")
+  out.flush()
   for line in sys.stdin:
     gold, pred = json.loads(line)
     try:
@@ -346,6 +350,11 @@ class _SymbolicWorker:
          "from hieramas_jax.benchmarks.graders import symbolic_worker_main; symbolic_worker_main()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
         start_new_session=True)  # a Ctrl-C in the terminal goes to the caller, not to the worker
+    # Wait for "ready" so that the import time never counts against a request's timeout.
+    ready, _, _ = select.select([self._proc.stdout], [], [], _STARTUP_TIMEOUT_S)
+    if not ready or json.loads(self._proc.stdout.readline() or b"null") != "ready":
+      self._kill()
+      raise GradingError("the math-verify worker did not start")
 
   def _kill(self) -> None:
     if self._proc is not None:

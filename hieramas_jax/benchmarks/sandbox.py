@@ -129,6 +129,25 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, i
       kept += chunk[:cap - len(kept)]
 
 
+async def _exited_within(proc: asyncio.subprocess.Process, seconds: float) -> bool:
+  """Whether the child exits within `seconds`.
+
+  Polls `returncode` instead of awaiting `proc.wait()`: in Python 3.11 `wait()` resolves only
+  once every pipe is closed, so a grandchild holding stdout would keep it waiting for the
+  whole wall limit although the child is long gone.
+  """
+  loop = asyncio.get_running_loop()
+  deadline = loop.time() + seconds
+  delay = 0.002
+  while proc.returncode is None:
+    now = loop.time()
+    if now >= deadline:
+      return False
+    await asyncio.sleep(min(delay, deadline - now))
+    delay = min(delay * 2, 0.05)
+  return True
+
+
 def _kill_group(pid: int) -> None:
   try:
     os.killpg(pid, signal.SIGKILL)
@@ -169,19 +188,15 @@ async def run_job(job: dict, limits: SandboxLimits, *, keep_files: tuple[str, ..
       except OSError as e:
         raise SandboxError(f"cannot start the sandbox child: {e}") from e
       reader = asyncio.ensure_future(_read_capped(proc.stdout, limits.output_cap_bytes))
-      timed_out = False
       try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=limits.wall_s)
-      except asyncio.TimeoutError:
-        timed_out = True
+        timed_out = not await _exited_within(proc, limits.wall_s)
       finally:
         # Always: the group may hold grandchildren even when the child itself has exited.
         _kill_group(proc.pid)
-      if timed_out:
-        await proc.wait()
       try:
         out, total = await asyncio.wait_for(reader, timeout=10)
-      except asyncio.TimeoutError:  # a grandchild holding the pipe open past the group kill
+        await asyncio.wait_for(proc.wait(), timeout=10)
+      except asyncio.TimeoutError:  # something outside the group holding the pipe open
         reader.cancel()
         out, total = b"", 0
       record = None
