@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import sys
 
 from absl import app, flags
 
@@ -80,6 +82,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.getLogger().setLevel(logging.INFO)
+  # A plain SIGTERM would skip the `finally` that stops the sim process; exit through it instead.
+  signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
   specs = run_or_exit(lambda: [
       oracle.OracleSpec(b, p, seed=FLAGS.seed, budget=FLAGS.budget, num_proposers=FLAGS.num_proposers,
                         num_random_graphs=FLAGS.num_random_graphs,
@@ -93,10 +97,11 @@ def main(argv):
   async def go():
     backend_flags, endpoint_name, handle = FLAGS, None, None
     if FLAGS.backend == "sim" and not FLAGS.base_url and FLAGS.sim_process:
+      # Named (with the sim's code + data fingerprint) before the sim starts: that is the sim that runs.
+      # The same name as the in-thread sim's: cached outcomes stay valid across both ways.
+      endpoint_name = sim_endpoint_name(FLAGS.seed)
       handle = start_sim_subprocess(SimConfig(seed=FLAGS.seed))
       backend_flags = _WithBaseUrl(FLAGS, handle.base_url)
-      # The same sim and seed as the in-thread one: cached outcomes stay valid across both ways.
-      endpoint_name = sim_endpoint_name(FLAGS.seed)
     try:
       return await run_all(backend_flags, endpoint_name)
     finally:

@@ -185,3 +185,27 @@ def test_skipped_roles_collapse_to_one_configuration_key():
   assert keys[0] == keys[1] != keys[2]
   with pytest.raises(oracle.OracleError, match="test split"):
     oracle.load_oracle_items("math", ("train", "test"))
+
+
+def test_against_the_sim_the_strong_model_solves_more_and_the_cheap_one_costs_less():
+  from hieramas_jax.llm.client import LLMClient  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.llm.endpoint import make_endpoint  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.sim.server import SimConfig, start_sim_in_thread  # pylint: disable=import-outside-toplevel
+  items = list(load_items("mmlu_redux")[:30])
+  space = oracle.SearchSpace.make("mmlu_redux", POOL, num_proposers=2, num_random_graphs=0)
+  everywhere = {c.family: c.to_mas(space) for c in oracle.structured_candidates(space)}
+  handle = start_sim_in_thread(SimConfig(seed=0))
+
+  async def go():
+    async with LLMClient(make_endpoint("sim", base_url=handle.base_url), cache=None) as client:
+      strong = await oracle.evaluate_configuration(client, items, everywhere["structured:gpt-5-mini-alone-Critic"])
+      cheap = await oracle.evaluate_configuration(client, items, everywhere["structured:llama-8b-alone-Critic"])
+      return strong, cheap
+
+  try:
+    strong, cheap = asyncio.run(go())
+  finally:
+    handle.close()
+  assert strong.n == cheap.n == 30
+  assert strong.accuracy > cheap.accuracy
+  assert 0 < cheap.cost_usd < strong.cost_usd

@@ -958,22 +958,6 @@ def regret_markdown(record: Mapping[str, Any]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def sim_fingerprint() -> str:
-  """sha256 over the simulator's code and data files: cached outcomes belong to one simulated world.
-
-  A change to the sim (a parameter, a refit theta) changes every answer; folding this into the run
-  directory's name keeps outcomes of an older sim from being mixed into a newer run.
-  """
-  from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR  # pylint: disable=import-outside-toplevel
-  digest = hashlib.sha256()
-  for root in (PACKAGE_DIR / "sim", DATA_DIR / "sim"):
-    for path in sorted(root.rglob("*")):
-      if path.is_file() and path.suffix in (".py", ".json", ".gz"):
-        digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
-        digest.update(path.read_bytes())
-  return digest.hexdigest()
-
-
 def load_oracle_items(benchmark: str, search_splits: Sequence[str], limit: int | None = None
                       ) -> tuple[list[Item], list[Item]]:
   """(search items, test items): the saved splits; the test split is never searched on.
@@ -1004,9 +988,9 @@ async def run_benchmark(spec: OracleSpec, client: ChatClient, *, endpoint_name: 
                         ) -> dict[str, Any]:
   """Search + test measurement of one benchmark and pool, resumable from its run directory.
 
-  The run directory `<run_root>/<endpoint>[-<sim fingerprint>]/<pool>/<benchmark>/` holds config.json
-  (what the cached evaluations are valid for: endpoint, the sim's code + data fingerprint, benchmark,
-  pool, settings; a mismatch refuses to mix),
+  The run directory `<run_root>/<endpoint>/<pool>/<benchmark>/` holds config.json (what the cached
+  evaluations are valid for: endpoint, benchmark, pool, settings; a mismatch refuses to mix; the sim's
+  endpoint name carries the fingerprint of its code and data, `backend.sim_endpoint_name`),
   evaluations.jsonl (one line per query), spec.json and oracle.json (this run's record).
   """
   from hieramas_jax.experiment.provenance import atomic_write_json  # pylint: disable=import-outside-toplevel
@@ -1015,13 +999,10 @@ async def run_benchmark(spec: OracleSpec, client: ChatClient, *, endpoint_name: 
   pool = get_pool(spec.pool)
   search_items, test_items = load_oracle_items(spec.benchmark, search_splits, limit)
   safe_endpoint = endpoint_name.replace(":", "-").replace("/", "_")
-  world = sim_fingerprint() if endpoint_name.startswith("sim") else None
-  if world:
-    safe_endpoint += f"-{world[:10]}"
   run_dir = pathlib.Path(run_root) / safe_endpoint / spec.pool / spec.benchmark
   run_dir.mkdir(parents=True, exist_ok=True)
-  prepare_run_dir(run_dir, {"endpoint": endpoint_name, "sim_fingerprint": world, "benchmark": spec.benchmark,
-                            "pool": spec.pool, "settings": dataclasses.asdict(settings)})
+  prepare_run_dir(run_dir, {"endpoint": endpoint_name, "benchmark": spec.benchmark, "pool": spec.pool,
+                            "settings": dataclasses.asdict(settings)})
   atomic_write_json(run_dir / "spec.json", {**dataclasses.asdict(spec), "search_splits": list(search_splits),
                                             "limit": limit})
   store = EvaluationStore(run_dir / EVALUATIONS_FILE)
@@ -1033,7 +1014,6 @@ async def run_benchmark(spec: OracleSpec, client: ChatClient, *, endpoint_name: 
   finally:
     store.close()
   record.update({"search_splits": list(search_splits), "limit": limit, "run_dir": str(run_dir),
-                 "sim_fingerprint": world,
                  "settings": dataclasses.asdict(settings), "queries_run_now": evaluator.queries_run,
                  "queries_cached_before": cached_before, "spec": dataclasses.asdict(spec)})
   atomic_write_json(run_dir / "oracle.json", record)
