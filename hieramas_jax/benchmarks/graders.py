@@ -181,10 +181,12 @@ def _clean_final_answer(raw: str) -> str | None:
   s = raw.strip()
   s = re.split(r"\.\s+I hope|\s+I hope", s)[0].strip()
   if s.startswith("$"):
-    inner = re.match(r"\$+([^$]+)\$+", s)
+    inner = re.match(r"\$+((?:\\\$|[^$])+)\$+", s)  # an escaped \$ is money, not math mode
     if inner:
       s = inner.group(1)
-  s = s.strip().strip("$").strip()
+  s = s.strip()
+  s = re.sub(r"^\$+", "", s)
+  s = re.sub(r"(?<!\\)\$+$", "", s).strip()
   s = re.sub(r"[.\s]+$", "", s)
   return s or None
 
@@ -392,15 +394,34 @@ class _SymbolicWorker:
 _SYMBOLIC = _SymbolicWorker()
 
 
+# A numeral in another base, as MATH writes it: 52_8, 4210_{5}. math-verify reads the
+# subscript as noise (52_8 == 52_9 to it), so these are compared digit by digit here.
+_BASE_NUMERAL = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+
+
+def _base_numeral(normalized: str) -> tuple[str, str | None] | None:
+  m = _BASE_NUMERAL.match(normalized)
+  if m:
+    return m.group(1).upper(), m.group(2)
+  return None
+
+
 @functools.lru_cache(maxsize=65536)
 def math_equivalent(gold: str, pred: str) -> tuple[bool, str]:
   """Whether a predicted MATH answer equals the gold one, and why.
 
-  A normalised-string match answers most cases in microseconds; the rest go to math-verify
-  (symbolic and numeric equivalence, sets, intervals, tuples), in the worker process.
+  A normalised-string match answers most cases in microseconds; numerals in another base
+  (`52_8`) compare digit by digit (the base may be omitted in the prediction); the rest go to
+  math-verify (symbolic and numeric equivalence, sets, intervals, tuples) in the worker process.
   """
-  if normalize_math(gold) == normalize_math(pred):
+  gold_norm, pred_norm = normalize_math(gold), normalize_math(pred)
+  if gold_norm == pred_norm:
     return True, "string match"
+  gold_base = _base_numeral(gold_norm)
+  if gold_base is not None:
+    pred_base = _base_numeral(pred_norm) or (pred_norm.upper(), None)
+    ok = pred_base[0] == gold_base[0] and pred_base[1] in (None, gold_base[1])
+    return ok, "base numeral match" if ok else "base numeral differs"
   if len(pred) > 2000:
     return False, "answer too long to compare"
   return _SYMBOLIC.equivalent(gold, pred)

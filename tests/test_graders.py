@@ -1,0 +1,242 @@
+"""Graders: every gold answer grades correct, known-wrong answers wrong, bad input fails loudly."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import gzip
+import json
+import re
+import threading
+import time
+
+import pytest
+
+from hieramas_jax.benchmarks import data, graders
+from hieramas_jax.benchmarks.data import LETTERS, DataError, Item, load_items
+from hieramas_jax.benchmarks.graders import (extract_code, extract_math_answer,
+                                             extract_mmlu_letter, grade)
+
+# ------------------------------------------------------------------------------ MMLU
+
+MMLU_FORMATS = (
+    "Let me think step by step. The stem asks about it.\nThe answer is ({L}).",
+    "Answer: {L}",
+    "After weighing the options, **{L}**",
+    "{L}. {option}",
+    "Therefore the final answer is $\\boxed{{{L}}}$.",
+    "({L})",
+    "the answer is {l}.",
+    "I first considered (A) and then B, but the correct option is {L}, because it fits best.",
+    "**Answer:** {L}) {option}\n\nThis is supported by the definition.",
+)
+
+
+def test_every_mmlu_gold_letter_grades_correct_in_every_format():
+  items = load_items("mmlu_redux")
+  assert len(items) == 3000
+  for item in items:
+    option = item.meta["choices"][LETTERS.index(item.answer)]
+    for fmt in MMLU_FORMATS:
+      text = fmt.format(L=item.answer, l=item.answer.lower(), option=option)
+      g = grade(item, text)
+      assert g.correct and g.extracted == item.answer, (item.id, text, g)
+
+
+def test_wrong_mmlu_letters_grade_wrong():
+  for item in load_items("mmlu_redux")[::7]:
+    for wrong in (c for c in LETTERS if c != item.answer):
+      g = grade(item, f"The answer is ({wrong}).")
+      assert not g.correct and g.extracted == wrong
+
+
+def test_mmlu_without_an_answer_is_incorrect_with_nothing_extracted():
+  item = load_items("mmlu_redux")[0]
+  for text in ("", None, "I am not sure.", "Because of the evidence, none fits well.",
+               "The answer is a bit unclear to me.",
+               "A. Dyslexia\nB. Epilepsy\nC. Hydrocephalus\nD. Narcolepsy"):
+    g = grade(item, text)
+    assert not g.correct and g.extracted is None, (text, g)
+
+
+@pytest.mark.parametrize("text,letter", [
+    ("The answer is (B)", "B"), ("Answer: B", "B"), ("**B**", "B"), ("B. Niacin", "B"),
+    ("\\boxed{B}", "B"), ("(B)", "B"), ("answer: c", "C"), ("\\boxed{\\text{D}}", "D"),
+    ("I think the answer is B. Wait, no: the answer is (C).", "C"),
+    ("Option A is wrong; B is wrong.\nThe correct answer is **D. Narcolepsy**.", "D"),
+    ("A. x\nB. y\nC. z\nD. w\n\nAnswer: D", "D"), ("answer is option b", "B"),
+    ("Final Answer: The final answer is $\\boxed{A}$. I hope it is correct.", "A"),
+    ("The answer is a bit tricky. Answer: C", "C"), ("Because B.", None),
+])
+def test_mmlu_letter_extraction(text, letter):
+  assert extract_mmlu_letter(text) == letter
+
+
+def test_mmlu_option_text_maps_to_its_letter():
+  options = ["Dyslexia", "Epilepsy", "Hydrocephalus", "Narcolepsy"]
+  assert extract_mmlu_letter("So it must be narcolepsy.", options=options) == "D"
+  assert extract_mmlu_letter("Either epilepsy or narcolepsy.", options=options) is None
+
+
+# ------------------------------------------------------------------------------ MATH
+
+
+def _perturb(gold: str) -> str | None:
+  """The gold with its first integer changed by one (a plausible near miss), or None.
+
+  The first, not the last: a last integer is often a unit's exponent (`864 \\mbox{ inches}^2`),
+  and a changed unit with the right number is no wrong answer.
+  """
+  m = re.search(r"\d+", gold)
+  if m is None:
+    return None
+  return gold[:m.start()] + str(int(m.group()) + 1) + gold[m.end():]
+
+
+def test_every_math_gold_answer_grades_correct():
+  items = load_items("math")
+  assert len(items) == 500
+  for item in items:
+    text = (f"We simplify step by step, checking each case.\nThus the answer is "
+            f"$\\boxed{{{item.answer}}}$, as required.")
+    g = grade(item, text)
+    assert g.correct and g.extracted == item.answer.strip(), (item.id, g)
+    minerva = f"Final Answer: The final answer is ${item.answer}$. I hope it is correct."
+    g = grade(item, minerva)
+    assert g.correct, (item.id, minerva, g)
+
+
+def test_perturbed_and_foreign_math_answers_grade_wrong():
+  items = load_items("math")
+  start = time.monotonic()
+  checked = 0
+  for i, item in enumerate(items):
+    wrong = _perturb(item.answer)
+    if wrong is not None:
+      g = grade(item, f"So the answer is \\boxed{{{wrong}}}.")
+      assert not g.correct, (item.id, item.answer, wrong, g)
+      checked += 1
+    other = items[(i + 7) % len(items)].answer
+    if i % 2 == 0 and graders.normalize_math(other) != graders.normalize_math(item.answer):
+      g = grade(item, f"So the answer is \\boxed{{{other}}}.")
+      assert not g.correct, (item.id, item.answer, other, g)
+  assert checked > 450
+  print(f"~{checked + len(items) // 2} wrong MATH answers graded in {time.monotonic() - start:.1f}s")
+
+
+@pytest.mark.parametrize("gold,pred", [
+    ("\\frac{1}{2}", "0.5"), ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, \\pi/2)"),
+    ("x^2+2x+1", "(x+1)^2"), ("3\\sqrt{2}", "\\sqrt{18}"), ("\\frac{14}{3}", "\\dfrac{14}{3}"),
+    ("[-2,7]", "[-2, 7]"), ("\\text{(C)}", "(C)"), ("90^\\circ", "90"),
+])
+def test_math_equivalent_forms(gold, pred):
+  assert graders.math_equivalent(gold, pred)[0]
+
+
+@pytest.mark.parametrize("gold,pred", [
+    ("\\frac{1}{2}", "0.52"), ("(3, \\frac{\\pi}{2})", "(\\frac{\\pi}{2}, 3)"), ("x^2+1", "(x+1)^2"),
+    ("[-2,7]", "(-2, 7)"), ("2", "-2"),
+])
+def test_math_different_values(gold, pred):
+  assert not graders.math_equivalent(gold, pred)[0]
+
+
+@pytest.mark.parametrize("text,answer", [
+    ("so \\boxed{\\frac{1}{2}} then \\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.",
+     "\\left( 3, \\frac{\\pi}{2} \\right)"),
+    ("Final Answer: The final answer is $\\frac{3}{4}$. I hope it is correct.", "\\frac{3}{4}"),
+    ("The answer is 42.", "42"), ("\\fbox{7}", "7"), ("thus $\\boxed 5$.", "5"),
+    ("\\boxed{\\{1, \\{2\\}\\}}", "\\{1, \\{2\\}\\}"), ("no answer here", None),
+    ("unclosed \\boxed{12", None),
+])
+def test_math_answer_extraction(text, answer):
+  assert extract_math_answer(text) == answer
+
+
+def test_math_grading_from_threads_and_event_loops():
+  items = load_items("math")[:24]
+  texts = [f"\\boxed{{{_perturb(it.answer) or 'q'}}} or rather \\boxed{{{it.answer}}}" for it in items]
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    grades = list(pool.map(grade, items, texts))
+  assert all(g.correct for g in grades)
+  # Symbolic (not string) matches, from a non-main thread.
+  result = []
+  item = Item("math", "t", "q", "\\frac{1}{2}")
+  worker = threading.Thread(target=lambda: result.append(grade(item, "\\boxed{0.5}")))
+  worker.start()
+  worker.join(timeout=60)
+  assert result and result[0].correct and result[0].detail == "symbolic match"
+
+  async def in_loop():
+    return await asyncio.gather(*(graders.grade_async(it, t) for it, t in zip(items, texts)))
+  assert all(g.correct for g in asyncio.run(in_loop()))
+
+
+def test_math_grading_never_hangs(monkeypatch):
+  # 9^(9^9) has ~370M digits: sympy would grind for minutes inside C code, where a signal
+  # cannot interrupt it; the wall limit kills the worker and the next request gets a new one.
+  item = Item("math", "t", "q", "1")
+  graders.math_equivalent("1", "1.0")  # worker started outside the short limit
+  monkeypatch.setattr(graders, "_WALL_TIMEOUT_S", 1.0)
+  start = time.monotonic()
+  g = grade(item, "\\boxed{9^{9^{9}}}")
+  assert not g.correct and "timed out" in g.detail
+  assert time.monotonic() - start < 10
+  monkeypatch.setattr(graders, "_WALL_TIMEOUT_S", 25)
+  assert grade(Item("math", "u", "q", "\\frac{1}{2}"), "\\boxed{0.5}").correct
+
+
+def test_no_math_answer_is_incorrect():
+  item = load_items("math")[0]
+  g = grade(item, "I could not finish.")
+  assert not g.correct and g.extracted is None
+
+
+# ------------------------------------------------------------------------------ code extraction
+
+
+def test_code_extraction():
+  two_blocks = ("Solution:\n```python\ndef f(x):\n    return x\n```\nUsage:\n```python\nprint(f(1))\n```")
+  assert extract_code(two_blocks, "f") == "def f(x):\n    return x\n"
+  raw = "Sure.\nimport math\n\ndef f(x):\n    return math.sqrt(x)\n\nThis works because it is right."
+  assert extract_code(raw, "f") == "import math\n\ndef f(x):\n    return math.sqrt(x)\n"
+  assert extract_code("```\n    return x + 1\n", "f") == "    return x + 1\n"  # unterminated
+  assert extract_code("```py\ndef g(): pass\n```\n```python\ndef f(): pass\n```", "f") == "def f(): pass\n"
+  assert extract_code("no code at all", "f") is None
+  assert extract_code("", "f") is None
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def test_unknown_benchmark_is_a_clear_error():
+  with pytest.raises(data.UnknownBenchmarkError, match="unknown benchmark 'gsm8k'"):
+    grade(Item("gsm8k", "x", "q", "a"), "text")
+
+
+def test_malformed_data_row_raises_data_error_with_its_line(tmp_path, monkeypatch):
+  rows = [json.loads(line) for line in open(data.BENCHMARK_DATA_DIR / data.DATA_FILES["math"])][:3]
+  good = json.dumps(rows[0])
+  bad_json = good[:-5]
+  missing_field = json.dumps({k: v for k, v in rows[1].items() if k != "answer"})
+  for lines, pattern in (([good, bad_json], r":2: malformed JSON"),
+                         ([good, json.dumps(rows[2]), missing_field], r":3: row lacks answer")):
+    (tmp_path / "math").mkdir(exist_ok=True)
+    (tmp_path / "math" / "math500_test.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(data, "BENCHMARK_DATA_DIR", tmp_path)
+    data.load_items.cache_clear()
+    try:
+      with pytest.raises(DataError, match=pattern):
+        data.load_items("math")
+    finally:
+      data.load_items.cache_clear()
+  # A bad row in the gzip'd HumanEval+ file too.
+  (tmp_path / "humanevalplus").mkdir()
+  with gzip.open(tmp_path / "humanevalplus" / "HumanEvalPlus.jsonl.gz", "wt") as f:
+    f.write('{"task_id": "HumanEval/0"}\n')
+  data.load_items.cache_clear()
+  try:
+    with pytest.raises(DataError, match=r":1: row lacks"):
+      data.load_items("humaneval_plus")
+  finally:
+    data.load_items.cache_clear()
