@@ -26,6 +26,8 @@ _NUMBER = re.compile(r"\d+")
 _INT = re.compile(r"-?\d+")
 _FRAC = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(\d+)\}$")
 _LETTER = re.compile(r"\((?P<l>[A-E])\)")
+_BASE_NUMERAL = re.compile(r"^(?P<digits>[0-9A-Za-z]+)_(?P<base>\{?\d+\}?)$")
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _FALLBACK_WORDS = ("0", "1", "2", "-1")
 
 
@@ -37,6 +39,16 @@ def candidates(gold: str) -> list[str]:
   """Near-misses of a gold answer, most plausible first (duplicates and gold filtered later)."""
   g = gold.strip()
   out: list[str] = []
+  numeral = _BASE_NUMERAL.match(g)
+  if numeral:  # 52_8: a slip in a digit (kept valid in that base), never in the base itself
+    digits, base_text = numeral.group("digits"), numeral.group("base")
+    base = int(base_text.strip("{}"))
+    for pos in (len(digits) - 1, 0):
+      d = _DIGITS.index(digits[pos].upper())
+      for nd in ((d + 1) % base, (d - 1) % base):
+        if pos == 0 and nd == 0 and len(digits) > 1:
+          continue  # no leading zero
+        out.append(digits[:pos] + _DIGITS[nd] + digits[pos + 1:] + "_" + base_text)
   if _INT.fullmatch(g):
     n = int(g)
     out += [str(n + 1), str(n - 1), str(2 * n), str(-n), str(n + 10)]
