@@ -167,7 +167,7 @@ def test_fixed_latency():
       await client.close()
       return loop.time() - t0
     wall = asyncio.run(go())
-  assert 0.3 <= wall < 1.5  # 20 concurrent calls overlap
+  assert 0.3 <= wall < 3.0  # 20 concurrent calls overlap (one after another would take 6 s)
 
 
 def test_subprocess_server_and_cli_errors():
