@@ -282,3 +282,9 @@ def test_process_group_kill_stops_children_that_escape_the_guard(task0, tmp_path
   assert len(pids) == 4
   time.sleep(0.2)
   assert not any(_alive(pid) for pid in pids), pids
+
+
+def test_main_guard_demo_does_not_run(task0):
+  # EvalPlus semantics: `if __name__ == "__main__":` blocks (often reading stdin) do not run.
+  code = FUNC + GOOD_BODY + "\nif __name__ == '__main__':\n    print(has_close_elements(eval(input()), 0.5))\n"
+  assert _run(task0, code).correct

@@ -243,7 +243,9 @@ def main():
     finally:
       setitimer(signal.ITIMER_REAL, 0)
 
-  namespace = {"__name__": "__main__", "__builtins__": builtins}
+  # Not "__main__": a candidate's `if __name__ == "__main__":` demo (often reading stdin)
+  # must not run, as under EvalPlus, whose exec globals have no __name__ of their own.
+  namespace = {"__name__": "__sandbox__", "__builtins__": builtins}
   stage = "load"
   try:
     code = compile(job["program"], "<candidate>", "exec")
