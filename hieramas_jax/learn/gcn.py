@@ -99,28 +99,44 @@ class GCNScorer(nn.Module):
 
   @nn.compact
   def __call__(self, query_emb, role_emb, pool: PreparedPool, *, deterministic: bool = True):
+    """Scores [Q, K].
+
+    `pool` is either shared by all queries (arrays [K, ...], from `prepare_pool` on [K, N, N]) or
+    paired, one set of graphs per query (arrays [Q, K, ...], from `prepare_pool` on [Q, K, N, N]:
+    stage-2 training, where each query has its own candidates).
+    """
+    if pool.a_hat.ndim == 3:  # shared pool: a leading axis of 1 broadcasts against the queries
+      pool = PreparedPool(*(x[None] for x in pool))
     dense = functools.partial(nn.Dense, self.hidden, use_bias=False)
     role_part = dense(name="role_in")(role_emb)  # [N, H], shared by all graphs and queries
     query_part = dense(name="query_in")(query_emb)  # [Q, H], shared by all nodes and graphs
     node_part = jnp.broadcast_to(role_part, pool.direction.shape[:-1] + (self.hidden,))
     if self.direction_features:
-      node_part = node_part + dense(name="direction_in")(pool.direction)  # [K, N, H]
-    graph_part = jnp.einsum("kij,kjh->kih", pool.a_hat, node_part)  # [K, N, H], no query
+      node_part = node_part + dense(name="direction_in")(pool.direction)  # [1 or Q, K, N, H]
+    graph_part = jnp.einsum("pkij,pkjh->pkih", pool.a_hat, node_part)  # no query term
     b1 = self.param("gcn1_bias", nn.initializers.zeros, (self.hidden,))
     # H1 node by node, accumulating p-weighted sums: N is small and static, and this unrolled form
     # keeps XLA from materialising [Q, K, N, H] and reducing over a middle axis (measured ~50x faster
     # on CPU than jnp.sum(..., axis=2)).
-    dropout = nn.Dropout(self.dropout_rate)
+    num_queries, num_graphs, num_nodes = query_emb.shape[0], pool.a_hat.shape[1], pool.a_hat.shape[-1]
+    use_dropout = not deterministic and self.dropout_rate > 0
+    if use_dropout:
+      # One mask draw for all nodes (one PRNG call instead of N: much faster to compile).
+      keep = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate,
+                                  (num_queries, num_graphs, num_nodes, self.hidden))
     pooled_h1 = 0.0
-    for j in range(pool.a_hat.shape[-1]):
-      h1_j = jax.nn.relu(graph_part[None, :, j, :] + pool.row_sum[None, :, j, None] * query_part[:, None, :] + b1)
-      h1_j = dropout(h1_j, deterministic=deterministic)
-      pooled_h1 = pooled_h1 + pool.pool_weight[None, :, j, None] * h1_j  # [Q, K, H]
+    for j in range(num_nodes):
+      h1_j = jax.nn.relu(graph_part[:, :, j, :] + pool.row_sum[:, :, j, None] * query_part[:, None, :] + b1)
+      if use_dropout:
+        h1_j = jnp.where(keep[:, :, j], h1_j / (1.0 - self.dropout_rate), 0.0)
+      pooled_h1 = pooled_h1 + pool.pool_weight[:, :, j, None] * h1_j  # [Q, K, H]
     g = nn.Dense(self.hidden, name="gcn2")(pooled_h1)
     z = jax.nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden")(g))
-    z = nn.Dropout(self.dropout_rate)(z, deterministic=deterministic)
+    if use_dropout:
+      z = jnp.where(jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, z.shape),
+                    z / (1.0 - self.dropout_rate), 0.0)
     score = nn.Dense(1, name="mlp_out")(z)[..., 0]
-    return jnp.where(pool.graph_mask[None, :], score, -jnp.inf)
+    return jnp.where(pool.graph_mask, score, -jnp.inf)
 
 
 DEFAULT_SCORER = GCNScorer()

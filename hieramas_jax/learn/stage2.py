@@ -114,13 +114,16 @@ def split_by_query(num_queries: int, val_fraction: float, seed: int) -> tuple[np
 
 
 def _pair_scores(params, batch: Stage2Batch, net, deterministic, dropout_rng):
-  """[B, G] logits: each query against its own G graphs (vmapped single-query scorer)."""
-  def one(q, adj, mask, key):
-    pool = gcn_lib.prepare_pool(adj, mask)
-    rngs = None if deterministic else {"dropout": key}
-    return net.apply({"params": params}, q[None], batch.role_emb, pool, deterministic=deterministic, rngs=rngs)[0]
-  keys = jax.random.split(dropout_rng, batch.query_emb.shape[0])
-  return jax.vmap(one)(batch.query_emb, batch.adjacency, batch.node_mask, keys)
+  """[B, G] logits: each query against its own G graphs (the scorer's paired mode, no vmap)."""
+  pool = gcn_lib.prepare_pool(batch.adjacency, batch.node_mask)  # [B, G, ...]
+  rngs = None
+  if not deterministic:
+    # Dropout bits from XLA's RngBitGenerator ("rbg"), seeded from the threefry key: threefry-drawn
+    # masks made this step take ~3x longer to compile. Same seed -> same masks on one backend.
+    seed = jax.random.bits(dropout_rng, (), jnp.uint32)
+    rngs = {"dropout": jax.random.key(seed, impl="rbg")}
+  return net.apply({"params": params}, batch.query_emb, batch.role_emb, pool, deterministic=deterministic,
+                   rngs=rngs)
 
 
 def weighted_bce(logits, labels, mask, pos_weight):
