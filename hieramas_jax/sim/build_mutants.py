@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import gzip
+import io
 import json
 import sys
 from typing import Iterator
@@ -199,7 +200,8 @@ def main(argv: list[str]) -> int:
     mutants[task_id] = [code for _, _, code in sorted(mutants_of(item), key=lambda t: t[0])][:KEEP]
   MUTANTS_PATH.parent.mkdir(parents=True, exist_ok=True)
   tmp = MUTANTS_PATH.with_suffix(".tmp")
-  with gzip.open(tmp, "wt", encoding="utf-8") as f:
+  # mtime=0: the same mutants give the same bytes (no spurious diffs on rebuild).
+  with gzip.GzipFile(tmp, "wb", mtime=0) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
     json.dump({"command": COMMAND, "checked_with": "graders.grade_async (HumanEval+ sandbox, base+plus)",
                "unverified": failures, "mutants": {it.id: mutants[it.id] for it in items}}, f, indent=0)
   tmp.replace(MUTANTS_PATH)
