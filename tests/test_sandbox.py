@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import os
 import socket
@@ -230,6 +231,8 @@ def test_grade_entry_points_for_humaneval(task0):
     return await graders.grade_async(task0, text)
 
   assert asyncio.run(inside_loop()).correct
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:  # sync grade() from worker threads
+    assert all(g.correct for g in pool.map(lambda t: graders.grade(task0, t), [text, text + " "]))
 
 
 def test_throughput_several_candidates_per_second():

@@ -11,6 +11,7 @@ Three rules hold for every benchmark:
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import functools
@@ -54,7 +55,8 @@ class GradingError(RuntimeError):
 _BOLD_LETTER = re.compile(r"\*\*\s*\(?([A-D])\)?(?:[.:)]\s*[^*\n]*)?\s*\*\*")
 # An explicit statement: "answer is (B)", "Answer: B", "correct option is C", "final choice: d".
 _ANSWER_STATEMENT = re.compile(
-    r"(?:\banswer\b(?:\s+(?:is|would\s+be|should\s+be|must\s+be))?"
+    r"(?:\banswer\b(?:\s+to\s+(?:this|the)\s+question)?"
+    r"(?:\s+(?:is|would\s+be|should\s+be|must\s+be))?"
     r"|\bcorrect\s+(?:option|choice|letter)(?:\s+is)?"
     r"|\b(?:final|best)\s+(?:option|choice)(?:\s+is)?"
     r"|\bi\s+(?:choose|pick|select))"
@@ -227,7 +229,6 @@ def _defines(code: str, entry_point: str) -> bool:
 
 
 def _parses(code: str) -> bool:
-  import ast
   try:
     ast.parse(code)
   except (SyntaxError, ValueError):
@@ -267,7 +268,8 @@ def extract_code(text: str | None, entry_point: str) -> str | None:
   while start < def_line and not lines[start].strip():
     start += 1
   end = len(lines)
-  while end > def_line + 1:
+  # Trim trailing prose a line at a time (bounded: a model's answer is not a long program).
+  while end > max(def_line + 1, len(lines) - 400):
     candidate = "\n".join(lines[start:end])
     if _parses(candidate):
       return candidate.rstrip() + "\n"
