@@ -3,7 +3,8 @@
   python experiments/reproduce_table1.py --seed=0                       # everything (make reproduce-table1)
   python experiments/reproduce_table1.py --benchmarks=math --limit=3 --wandb=false --out_dir=/tmp/t1
 
-Writes <out_dir>/table1.md and table1.json (accuracy %, total cost USD and n per method x benchmark x
+Writes <out_dir>/table1.md and table1.json (table1_limit<N>.* with --limit, so a quick run never
+overwrites the full table) (accuracy %, total cost USD and n per method x benchmark x
 pool, averages, provenance with the exact command). Per-cell run directories under --run_root make an
 interrupted run resume where it stopped.
 """
@@ -17,7 +18,8 @@ from absl import app, flags
 
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import run_or_exit, selected_flags
-from hieramas_jax.experiment.table1 import InvalidRunError, RunConfigMismatchError, Table1Spec, run_table1
+from hieramas_jax.experiment.table1 import (InvalidRunError, RunConfigMismatchError, Table1Spec, run_table1,
+                                            table1_stem)
 from hieramas_jax.experiment.writers import ConsoleWriter, WandbWriter
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
@@ -63,7 +65,7 @@ def main(argv):
           w.close()
 
   record = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError))
-  print(f"wrote {FLAGS.out_dir}/table1.md and table1.json; averages: "
+  print(f"wrote {FLAGS.out_dir}/{table1_stem(spec)}.md and .json; averages: "
         + ", ".join(f"{m}={a:.2f}%" for m, a in record["averages"].items()))
 
 

@@ -160,20 +160,20 @@ def test_reproduce_table1_end_to_end_on_the_sim_over_http(tmp_path):
           f"--out_dir={out}", f"--run_root={tmp_path / 'runs'}")
   proc = _script(*args, env_extra={"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")})
   assert proc.returncode == 0, proc.stderr[-3000:]
-  record = json.loads((out / "table1.json").read_text())
+  record = json.loads((out / "table1_limit3.json").read_text())
   assert set(record["cells"]) == {f"{m}|mmlu_redux|{p}" for m in ("base", "cot", "sc", "sc_cot")
                                   for p in ("gpt-5-mini", "qwen3-80b")}
   for cell in record["cells"].values():
     assert cell["n"] == 3 and cell["cost_usd"] > 0 and 0 <= cell["accuracy"] <= 100
   assert record["cells"]["sc|mmlu_redux|gpt-5-mini"]["n_calls"] == 15
   assert record["provenance"]["backend"] == "sim" and "simulated" in record["provenance"]["label"]
-  md = (out / "table1.md").read_text()
+  md = (out / "table1_limit3.md").read_text()
   assert "simulated pool" in md.splitlines()[0]
   assert "--limit=3" in md and record["provenance"]["data_sha256"]["mmlu_redux"]
   # A rerun replays from the response cache and run dirs: identical numbers, nothing recomputed.
   proc2 = _script(*args, env_extra={"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")})
   assert proc2.returncode == 0, proc2.stderr[-3000:]
-  record2 = json.loads((out / "table1.json").read_text())
+  record2 = json.loads((out / "table1_limit3.json").read_text())
   assert {k: (c["accuracy"], c["cost_usd"]) for k, c in record2["cells"].items()} == \
          {k: (c["accuracy"], c["cost_usd"]) for k, c in record["cells"].items()}
 

@@ -83,7 +83,7 @@ async def run_table1(spec: Table1Spec, backend: Backend, *, out_dir: str | pathl
                      run_root: str | pathlib.Path, flags: Mapping[str, Any], command: str | None = None,
                      max_queries: int = 32, writers: Sequence[MetricWriter] = (),
                      progress: bool = True) -> dict[str, Any]:
-  """Runs every cell, writes `<out_dir>/table1.json` and `.md`, returns the JSON record.
+  """Runs every cell, writes `<out_dir>/table1.json` and `.md` (`table1_limit<N>.*` with a limit).
 
   Args:
     spec: methods, benchmarks, pools, split, seed, limit.
@@ -140,9 +140,15 @@ async def run_table1(spec: Table1Spec, backend: Backend, *, out_dir: str | pathl
                          for m in spec.methods},
             "provenance": prov}
   out_dir = pathlib.Path(out_dir)
-  atomic_write_json(out_dir / "table1.json", record)
-  atomic_write_text(out_dir / "table1.md", table1_markdown(record))
+  stem = table1_stem(spec)
+  atomic_write_json(out_dir / f"{stem}.json", record)
+  atomic_write_text(out_dir / f"{stem}.md", table1_markdown(record))
   return record
+
+
+def table1_stem(spec: Table1Spec) -> str:
+  """"table1", or "table1_limit<N>" for a quick run, so a quick run never overwrites the full table."""
+  return "table1" if spec.limit is None else f"table1_limit{spec.limit}"
 
 
 def safe_name(name: str) -> str:
