@@ -72,6 +72,9 @@ flags.DEFINE_string("run_name", None, "Run directory name under --run_root (defa
                     "[_<tag>]).")
 flags.DEFINE_string("tag", "", "Suffix of the results file and default run name; may name config fields, "
                     "e.g. 'k{k_pool}' -> 'k50'.")
+flags.DEFINE_string("load_run", None, "Take the trained policy and classifier from this finished run directory "
+                    "(no training; training settings must match). May name config fields, e.g. "
+                    "'runs/hieramas/{benchmark}_{pool}_seed{seed}'.")
 flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "hieramas"), "Parent of run directories.")
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where hieramas_<benchmark>_<pool>[_<tag>].json is written.")
 flags.DEFINE_integer("train_limit", None, "Use only the first N training queries (quick runs).", lower_bound=1)
@@ -81,8 +84,8 @@ flags.DEFINE_bool("wandb", True, "Mirror metrics to W&B (mode from WANDB_MODE, d
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
 
-RUN_FLAGS = CONFIG_FLAGS + ("run_name", "tag", "run_root", "out_dir", "train_limit", "val_limit", "test_limit",
-                            "wandb") + BACKEND_FLAG_NAMES
+RUN_FLAGS = CONFIG_FLAGS + ("run_name", "tag", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
+                            "test_limit", "wandb") + BACKEND_FLAG_NAMES
 
 
 def main(argv):
@@ -94,6 +97,13 @@ def main(argv):
   cfg = run_or_exit(lambda: HieraMASConfig(**{n: FLAGS[n].value for n in CONFIG_FLAGS}), (HieraMASConfigError,))
   tag = run_or_exit(lambda: results_name(cfg, FLAGS.tag), (KeyError, ValueError))
   run_name = FLAGS.run_name or f"{tag.removeprefix('hieramas_')}_seed{cfg.seed}"
+  load_run = run_or_exit(lambda: FLAGS.load_run.format(**cfg.to_json()), (KeyError, ValueError)) \
+      if FLAGS.load_run else None
+  # Compiled XLA executables persist across runs: ablations and sweep points reuse them.
+  import jax  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.paths import cache_dir  # pylint: disable=import-outside-toplevel
+  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
   splits = {}
   for part, limit in (("train", FLAGS.train_limit), ("val", FLAGS.val_limit), ("test", FLAGS.test_limit)):
     items = list(load_split(cfg.benchmark, part))
@@ -104,9 +114,12 @@ def main(argv):
     async with open_backend(FLAGS, seed=cfg.seed) as backend:
       return await train_and_evaluate(cfg, backend, **splits, run_dir=f"{FLAGS.run_root}/{run_name}",
                                       out_dir=FLAGS.out_dir, flags=run_flags, tag=FLAGS.tag, use_wandb=FLAGS.wandb,
-                                      run_name=run_name, progress=FLAGS.progress)
+                                      run_name=run_name, progress=FLAGS.progress, load_run=load_run)
 
-  record = run_or_exit(lambda: asyncio.run(go()), (RunConfigMismatchError,))
+  from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.methods.hieramas.method import HieraMASError  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.methods.hieramas.training import TrainingError  # pylint: disable=import-outside-toplevel
+  record = run_or_exit(lambda: asyncio.run(go()), (RunConfigMismatchError, HieraMASError, TrainingError, Stage2Error))
   print(f"wrote {FLAGS.out_dir}/{tag}.json: accuracy {record['accuracy']:.2f}% on n={record['n']}, "
         f"cost ${record['cost_usd']:.4f}, mean system reward {record['mean_system_reward']:.3f} "
         f"[{record['provenance'].get('label', record['provenance']['backend'])}]")

@@ -130,11 +130,26 @@ class HieraMAS:
     }
     return self.fit_summary
 
-  def load(self) -> None:
-    """Loads the best stage-1 policy and the stage-2 classifier from `run_dir` (no training)."""
-    run_dir = self._require_run_dir()
-    self.policy_state = training.load_best_policy(self.config, self.embeddings, run_dir)
-    self.scorer_params = training.load_scorer(self.config, self.embeddings, run_dir)
+  def load(self, from_dir: str | pathlib.Path | None = None) -> None:
+    """Loads the best stage-1 policy and the stage-2 classifier (no training).
+
+    Args:
+      from_dir: a finished run directory (default: this method's `run_dir`). Its config.json, when
+        present, must describe the same training (`HieraMASConfig.training_fingerprint`): only
+        inference-time fields (K, graph/LLM mode...) may differ.
+    """
+    source = pathlib.Path(from_dir) if from_dir is not None else self._require_run_dir()
+    config_path = source / "config.json"
+    if config_path.exists():
+      trained = HieraMASConfig.from_json(json.loads(config_path.read_text())["hieramas"])
+      mine, theirs = self.config.training_fingerprint(), trained.training_fingerprint()
+      diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+      if diff:
+        raise HieraMASError(f"{source} was trained with other settings ({', '.join(diff)}); cannot load it here")
+    self.policy_state = training.load_best_policy(self.config, self.embeddings, source)
+    self.scorer_params = training.load_scorer(self.config, self.embeddings, source)
+    self.fit_summary = {"loaded_from": str(source),
+                        "stage1_best": json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())}
 
   def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
     """(choices [R, P], scores [K]) for one query: greedy policy and all K candidates scored at once."""

@@ -116,22 +116,31 @@ def test_summary(results: Sequence[ItemResult], cfg: HieraMASConfig, roles: Sequ
 async def train_and_evaluate(cfg: HieraMASConfig, backend: Backend, *, train: Sequence[Item], val: Sequence[Item],
                              test: Sequence[Item], run_dir: str | pathlib.Path, out_dir: str | pathlib.Path,
                              flags: Mapping[str, Any], tag: str = "", command: str | None = None,
-                             use_wandb: bool = False, run_name: str | None = None,
-                             progress: bool = True) -> dict[str, Any]:
-  """Stage 1, stage 2, inference on `test`; writes the run directory and the results file; returns the record."""
+                             use_wandb: bool = False, run_name: str | None = None, progress: bool = True,
+                             load_run: str | pathlib.Path | None = None) -> dict[str, Any]:
+  """Stage 1, stage 2, inference on `test`; writes the run directory and the results file; returns the record.
+
+  `load_run`: take the trained policy and classifier from that finished run directory instead of
+  training (inference-only ablations and the K sweep; the training settings must match).
+  """
   if not test:
     raise ValueError("no test queries to evaluate")
   run_dir = pathlib.Path(run_dir)
   settings = RunSettings()
   prepare_run_dir(run_dir, {
-      "hieramas": cfg.to_json(), "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
+      "hieramas": cfg.to_json(), "load_run": None if load_run is None else str(load_run),
+      "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
       "splits": {name: {"n": len(items), "ids_sha256": _ids_sha(items)}
                  for name, items in (("train", train), ("val", val), ("test", test))}})
   writers = make_writers(run_dir, flags, use_wandb=use_wandb, name=run_name or run_dir.name, group="hieramas")
   try:
     ctx = RunContext(backend.client, get_pool(cfg.pool), cfg.seed, settings)
     method = HieraMAS(cfg, run_dir, writer=writers, progress=progress)
-    fit_summary = await method.fit(train, val, ctx=ctx)
+    if load_run is not None:
+      method.load(load_run)
+      fit_summary = method.fit_summary
+    else:
+      fit_summary = await method.fit(train, val, ctx=ctx)
     warm_up(method, test[0])
     offset = cfg.stage1_steps + cfg.stage2_epochs
     results = await evaluate(method, test, ctx, run_dir=run_dir, bound=cfg.max_queries,
