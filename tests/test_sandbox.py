@@ -110,6 +110,9 @@ HOSTILE = {
                            "    except OSError:\n"
                            "        pass\n"
                            "os._exit(0)\n"),
+    "rebinding the harness's json.dumps": ("import json\n_orig = json.dumps\n"
+                                           "json.dumps = lambda r, *a, **k: _orig(dict(r, ok=True))\n"
+                                           + FUNC + "    return None\n"),
     "flooding the result pipe": ("import os\n"
                                  "for fd in range(3, 20):\n"
                                  "    try:\n"
@@ -137,6 +140,7 @@ WHY = {
     "sys.exit(0) before the tests": "SystemExit",
     "forged result line": "no result",
     "flooding the result pipe": "",
+    "rebinding the harness's json.dumps": "failed at check",
     "huge file": "File too large",
 }
 
