@@ -877,8 +877,14 @@ def with_regret(record: Mapping[str, Any], results_dir: str | os.PathLike) -> di
   path = learned_results_path(results_dir, record["benchmark"], record["pool"])
   learned, source, reason = read_learned_reward(path)
   value, why = regret(record["oracle_reward"], learned, record["random_reward"])
+  same_sim = None
+  fingerprint = str(record.get("endpoint", "")).split(":")[-1] if str(record.get("endpoint", "")).startswith("sim:") else ""
+  if learned is not None and len(fingerprint) >= 8:
+    # The sim's endpoint name (with its code + data fingerprint) is in the learned run's paths.
+    same_sim = fingerprint in path.read_text()
   out.update({"learned_reward": learned,
               "learned_source": f"{path.name}:{source}" if source else None,
+              "learned_on_same_sim": same_sim,
               "learned_missing_reason": reason,
               "regret": value, "regret_reason": why if value is None else None,
               "regret_goal": REGRET_GOAL,
@@ -948,6 +954,10 @@ def regret_markdown(record: Mapping[str, Any]) -> str:
   for key, e in record["entries"].items():
     lines.append(f"- {key}: {short_configuration(e['oracle_configuration'])}; decision "
                  f"{e['space']['decision_model']}; found as {e['oracle_configuration']['family']}.")
+  other_sim = [f"- {k}: the learned result was made on another version of the sim than {e['endpoint']}"
+               for k, e in record["entries"].items() if e.get("learned_on_same_sim") is False]
+  if other_sim:
+    lines += ["", "Caution:", ""] + other_sim
   lines += ["", "Missing learned results:", ""]
   missing = [f"- {k}: {e['learned_missing_reason']}" for k, e in record["entries"].items()
              if e.get("learned_reward") is None]
@@ -1013,7 +1023,8 @@ async def run_benchmark(spec: OracleSpec, client: ChatClient, *, endpoint_name: 
     record = await run_oracle(spec, evaluator, search_items, test_items, pool)
   finally:
     store.close()
-  record.update({"search_splits": list(search_splits), "limit": limit, "run_dir": str(run_dir),
+  record.update({"endpoint": endpoint_name, "search_splits": list(search_splits), "limit": limit,
+                 "run_dir": str(run_dir),
                  "settings": dataclasses.asdict(settings), "queries_run_now": evaluator.queries_run,
                  "queries_cached_before": cached_before, "spec": dataclasses.asdict(spec)})
   atomic_write_json(run_dir / "oracle.json", record)
