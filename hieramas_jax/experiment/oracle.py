@@ -880,8 +880,7 @@ def with_regret(record: Mapping[str, Any], results_dir: str | os.PathLike) -> di
   same_sim = None
   fingerprint = str(record.get("endpoint", "")).split(":")[-1] if str(record.get("endpoint", "")).startswith("sim:") else ""
   if learned is not None and len(fingerprint) >= 8:
-    # The sim's endpoint name (with its code + data fingerprint) is in the learned run's paths.
-    same_sim = fingerprint in path.read_text()
+    same_sim = _learned_endpoint_matches(path, fingerprint)
   out.update({"learned_reward": learned,
               "learned_source": f"{path.name}:{source}" if source else None,
               "learned_on_same_sim": same_sim,
@@ -890,6 +889,24 @@ def with_regret(record: Mapping[str, Any], results_dir: str | os.PathLike) -> di
               "regret_goal": REGRET_GOAL,
               "meets_goal": None if value is None else bool(value <= REGRET_GOAL)})
   return out
+
+
+def _learned_endpoint_matches(path: pathlib.Path, fingerprint: str) -> bool | None:
+  """Whether the learned result ran on the same sim (same code + data fingerprint); None if unknown.
+
+  The fingerprint is looked for in the results file, then in its run directory's config.json
+  ("endpoint"), which every run directory of the suite records.
+  """
+  text = path.read_text()
+  if fingerprint in text:
+    return True
+  run_dir = json.loads(text).get("run_dir")
+  config = pathlib.Path(run_dir) / "config.json" if isinstance(run_dir, str) else None
+  if config is not None and config.exists():
+    endpoint = json.loads(config.read_text()).get("endpoint")
+    if isinstance(endpoint, str) and endpoint.startswith("sim:"):
+      return fingerprint in endpoint
+  return None
 
 
 def entry_key(benchmark: str, pool: str) -> str:
