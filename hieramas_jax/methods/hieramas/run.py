@@ -141,6 +141,9 @@ async def train_and_evaluate(cfg: HieraMASConfig, backend: Backend, *, train: Se
       fit_summary = method.fit_summary
     else:
       fit_summary = await method.fit(train, val, ctx=ctx)
+    # Embed the whole test split in batches now; solve() then reads each query's texts from the cache.
+    method.embeddings.query_role(test)
+    method.embeddings.queries(test)
     warm_up(method, test[0])
     offset = cfg.stage1_steps + cfg.stage2_epochs
     results = await evaluate(method, test, ctx, run_dir=run_dir, bound=cfg.max_queries,
@@ -154,7 +157,7 @@ async def train_and_evaluate(cfg: HieraMASConfig, backend: Backend, *, train: Se
     writers.write_summary({f"test/{k}": v for k, v in summary.items() if isinstance(v, (int, float))})
     record = {"method": "hieramas", "benchmark": cfg.benchmark, "pool": cfg.pool, "split": "test",
               **summary, "fit": fit_summary, "config": cfg.to_json(), "num_candidates": cfg.num_candidates,
-              "run_dir": str(run_dir),
+              "run_dir": str(run_dir), "endpoint": backend.endpoint.name,
               "sizes": {"train": len(train), "val": len(val), "test": len(test)},
               "provenance": provenance(seed=cfg.seed, benchmarks=[cfg.benchmark], flags=flags, backend=backend.label,
                                        command=command)}
