@@ -47,8 +47,9 @@ class HieraMASConfig:
     stage1_min_density, stage1_max_density: random training graphs (reference 0.3-0.7).
     stage1_val_every: validate the greedy policy every n steps (and after the last).
     stage1_checkpoint_every: save the latest state every n steps (resume granularity).
-    stage1_select_by: best checkpoint by validation "accuracy" (reference; ties broken by mean
-      reward) or by mean system "reward".
+    stage1_select_by: best checkpoint by mean validation system "reward" (default: the paper's
+      objective, utility minus cost) or by validation "accuracy" (the reference code; ties broken by
+      mean reward).
     alpha: node-level weight of checkable roles' rewards (reference 0.5).
     reward_k: cost scale k of the reward shape (reference 300, cost in USD).
     stage2_graphs: random graphs run per training query (reference 5).
@@ -85,7 +86,7 @@ class HieraMASConfig:
   stage1_max_density: float = 0.7
   stage1_val_every: int = 10
   stage1_checkpoint_every: int = 5
-  stage1_select_by: str = "accuracy"
+  stage1_select_by: str = "reward"
   alpha: float = 0.5
   reward_k: float = 300.0
   stage2_graphs: int = 5
