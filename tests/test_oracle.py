@@ -102,14 +102,16 @@ def test_regret_arithmetic():
 
 def test_learned_reward_is_read_from_the_hieramas_result_or_explained(tmp_path):
   record = {"oracle_reward": 0.4, "random_reward": -0.6, "benchmark": "math", "pool": "gpt-5-mini",
-            "endpoint": "sim:seed0:abcdef123456"}
+            "endpoint": "sim:seed0:abcdef123456", "test_items": 90}
   missing = oracle.with_regret(record, tmp_path)
   assert missing["learned_reward"] is None and missing["regret"] is None
   assert "not found" in missing["learned_missing_reason"]
   (tmp_path / "hieramas_math_gpt-5-mini.json").write_text(json.dumps({
-      "test": {"mean_system_reward": 0.36}, "run_dir": "runs/hieramas/sim-seed0-abcdef123456/math"}))
+      "test": {"mean_system_reward": 0.36}, "run_dir": "runs/hieramas/sim-seed0-abcdef123456/math",
+      "sizes": {"test": 40}}))
   found = oracle.with_regret(record, tmp_path)
   assert found["learned_on_same_sim"] is True
+  assert found["learned_test_items"] == 40 and found["learned_on_full_test"] is False
   assert found["learned_reward"] == 0.36 and found["regret"] == pytest.approx(0.04)
   assert found["meets_goal"] is True and found["learned_source"].endswith("test.mean_system_reward")
 

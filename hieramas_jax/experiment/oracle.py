@@ -881,7 +881,15 @@ def with_regret(record: Mapping[str, Any], results_dir: str | os.PathLike) -> di
   fingerprint = str(record.get("endpoint", "")).split(":")[-1] if str(record.get("endpoint", "")).startswith("sim:") else ""
   if learned is not None and len(fingerprint) >= 8:
     same_sim = _learned_endpoint_matches(path, fingerprint)
+  learned_n = None
+  if learned is not None:
+    data = json.loads(path.read_text())
+    sizes = data.get("sizes") if isinstance(data.get("sizes"), Mapping) else {}
+    learned_n = sizes.get("test", data.get("n"))
+    learned_n = int(learned_n) if isinstance(learned_n, (int, float)) else None
   out.update({"learned_reward": learned,
+              "learned_test_items": learned_n,
+              "learned_on_full_test": None if learned_n is None else learned_n == record.get("test_items"),
               "learned_source": f"{path.name}:{source}" if source else None,
               "learned_on_same_sim": same_sim,
               "learned_missing_reason": reason,
@@ -973,8 +981,11 @@ def regret_markdown(record: Mapping[str, Any]) -> str:
                  f"{e['space']['decision_model']}; found as {e['oracle_configuration']['family']}.")
   other_sim = [f"- {k}: the learned result was made on another version of the sim than {e['endpoint']}"
                for k, e in record["entries"].items() if e.get("learned_on_same_sim") is False]
-  if other_sim:
-    lines += ["", "Caution:", ""] + other_sim
+  partial = [f"- {k}: the learned result covers {e['learned_test_items']} test items, the oracle and random "
+             f"ones all {e['test_items']}" for k, e in record["entries"].items()
+             if e.get("learned_on_full_test") is False]
+  if other_sim or partial:
+    lines += ["", "Caution:", ""] + other_sim + partial
   lines += ["", "Missing learned results:", ""]
   missing = [f"- {k}: {e['learned_missing_reason']}" for k, e in record["entries"].items()
              if e.get("learned_reward") is None]
