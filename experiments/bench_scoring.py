@@ -133,6 +133,7 @@ def run_benchmark(*, num_graphs: int, num_queries: int, num_nodes: int, dim: int
 
   from hieramas_jax.learn import gcn, graph_pool
 
+  load_before = os.getloadavg()
   rng = np.random.default_rng(seed)
   unit = lambda x: (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
   query_np = unit(rng.normal(size=(num_queries, dim)))
@@ -202,6 +203,8 @@ def run_benchmark(*, num_graphs: int, num_queries: int, num_nodes: int, dim: int
       "threads": {"torch": torch.get_num_threads(), "os_cpu_count": os.cpu_count(),
                   "jax_backend": jax.default_backend(), "jax_devices": [str(d) for d in jax.devices()]},
       "versions": {"jax": jax.__version__, "torch": torch.__version__},
+      # The machine may be shared: a high load average makes every timing (the loop most) noisier.
+      "load_average_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
       "notes": ("all three compute the same function with the same weights; jax and torch_batched "
                 "include adjacency normalisation in the timed call; torch_loop re-normalises per graph "
                 "as the reference code does; warm-up calls precede timing"),
