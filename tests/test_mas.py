@@ -167,3 +167,16 @@ def test_settings_and_configs_reject_bad_values():
     RunSettings(decision_reads="some")
   with pytest.raises(ConfigError, match="cycle"):
     build_config([("Math Solver", (), "a"), ("Inspector", (), "b")], "d", [(0, 1), (1, 0)])
+
+
+def test_without_a_decision_model_the_single_sink_answers():
+  def answer(model, messages, sample_index):
+    return f"out-of-{model}"
+  client = FakeClient(answer)
+  spec = [("Mathematical Analyst", (), "a"), ("Math Solver", ("p",), "b")]
+  config = build_config(spec, None, [(0, 1)])
+  trace = asyncio.run(run_mas(client, MATH_ITEM, config))
+  assert trace.final_text == "out-of-b"
+  assert [c["model"] for c in client.calls] == ["a", "p", "b"]  # no decision call
+  with pytest.raises(ConfigError, match="exactly one sink"):
+    build_config(spec, None, [])

@@ -43,11 +43,16 @@ class Supernode:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MASConfig:
-  """Supernodes, a DAG over them (adjacency[i, j] = output of i is an input of j), a decider."""
+  """Supernodes, a DAG over them (adjacency[i, j] = output of i is an input of j), a decider.
+
+  `decision_model=None` means no final decision call: the DAG must then have exactly one sink,
+  whose output is the system's answer (used where a graph already ends in one node, e.g. the
+  executor benchmark's DAG, whose critical path the issue counts without a decision call).
+  """
 
   nodes: tuple[Supernode, ...]
   adjacency: np.ndarray
-  decision_model: str
+  decision_model: str | None
 
   def __post_init__(self):
     adj = np.asarray(self.adjacency, dtype=bool)
@@ -58,6 +63,8 @@ class MASConfig:
       raise ConfigError("self-loops are not allowed")
     object.__setattr__(self, "adjacency", adj)
     self.topological_order()  # raises on a cycle
+    if self.decision_model is None and len(self.sinks()) != 1:
+      raise ConfigError(f"without a decision model the DAG needs exactly one sink, got {len(self.sinks())}")
 
   def predecessors(self, j: int) -> list[int]:
     return [int(i) for i in np.flatnonzero(self.adjacency[:, j])]

@@ -103,7 +103,10 @@ def proposer_draws(proposers: Sequence[str]) -> list[int]:
 
 async def run_mas(client: ChatClient, item: Item, config: MASConfig,
                   settings: RunSettings = RunSettings(), *, method: str = "mas") -> Trace:
-  """Runs the MAS on one item and returns its trace (final text = the decision node's answer).
+  """Runs the MAS on one item and returns its trace.
+
+  The final text is the decision node's answer, or the single sink's output when the config has no
+  decision model (`MASConfig.decision_model is None`).
 
   Args:
     client: an LLMClient (or anything with the same `chat`).
@@ -163,6 +166,9 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
     await asyncio.gather(*tasks.values(), return_exceptions=True)
     raise
 
+  if config.decision_model is None:
+    trace.final_text = trace.node_texts[config.sinks()[0]]
+    return trace
   readers = range(len(config.nodes)) if settings.decision_reads == "all" else config.sinks()
   outputs = [roles.AgentOutput(j + 1, config.nodes[j].role, trace.node_texts[j]) for j in readers]
   decision = record(await call_llm(
@@ -173,7 +179,7 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
   return trace
 
 
-def build_config(node_specs: Sequence[tuple[str, Sequence[str], str]], decision_model: str,
+def build_config(node_specs: Sequence[tuple[str, Sequence[str], str]], decision_model: str | None,
                  edges: Sequence[tuple[int, int]] = ()) -> MASConfig:
   """Convenience builder for hand-written systems: [(role, proposers, synthesizer)] + edge list."""
   nodes = tuple(Supernode(r, tuple(p), s) for r, p, s in node_specs)
