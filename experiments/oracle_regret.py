@@ -49,6 +49,9 @@ flags.DEFINE_float("sparse_share", 0.5, "Share of random candidates from the spa
 flags.DEFINE_integer("test_samples", 4, "Sample indices the winner runs on each test item.", lower_bound=1)
 flags.DEFINE_integer("random_draws_per_item", 4, "Uniformly random configurations per test item.",
                      lower_bound=1)
+flags.DEFINE_float("holdout_share", 1 / 3, "Share of the search subset held out of the race; the race's best "
+                   "--holdout_finalists are re-ranked on it alone (0: the race's best wins).")
+flags.DEFINE_integer("holdout_finalists", 5, "Finalists re-ranked on the holdout.", lower_bound=1)
 flags.DEFINE_list("search_splits", ["train", "val"], "Splits the search may see (never test).")
 flags.DEFINE_integer("limit", None, "Only the first N items of each split (smoke runs).")
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once (one global bound).", lower_bound=1)
@@ -64,7 +67,8 @@ define_backend_flags()
 
 RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "num_proposers", "num_random_graphs", "max_search_items",
              "min_items", "max_search_samples", "min_finalists", "eta",
-             "mutant_share", "sparse_share", "test_samples", "random_draws_per_item", "search_splits", "limit",
+             "mutant_share", "sparse_share", "test_samples", "random_draws_per_item", "holdout_share",
+             "holdout_finalists", "search_splits", "limit",
              "max_queries", "response_cache", "run_root", "results_dir", "sim_process") + BACKEND_FLAG_NAMES
 
 
@@ -90,7 +94,8 @@ def main(argv):
                         max_search_items=FLAGS.max_search_items, min_items=FLAGS.min_items, eta=FLAGS.eta,
                         max_search_samples=FLAGS.max_search_samples, min_finalists=FLAGS.min_finalists,
                         mutant_share=FLAGS.mutant_share, sparse_share=FLAGS.sparse_share,
-                        test_samples=FLAGS.test_samples, random_draws_per_item=FLAGS.random_draws_per_item)
+                        test_samples=FLAGS.test_samples, random_draws_per_item=FLAGS.random_draws_per_item,
+                        holdout_share=FLAGS.holdout_share, holdout_finalists=FLAGS.holdout_finalists)
       for p in FLAGS.pools for b in FLAGS.benchmarks], (oracle.OracleError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
 

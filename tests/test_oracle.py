@@ -214,3 +214,13 @@ def test_against_the_sim_the_strong_model_solves_more_and_the_cheap_one_costs_le
   assert strong.n == cheap.n == 30
   assert strong.accuracy > cheap.accuracy
   assert 0 < cheap.cost_usd < strong.cost_usd
+
+
+def test_standard_error_is_clustered_by_item():
+  solved, failed = oracle.QueryOutcome(True, 0.0, 2), oracle.QueryOutcome(False, 0.0, 2)
+  score = oracle.score_outcomes([solved, solved, failed, failed], ["a", "a", "b", "b"])
+  # Rewards 1, 1, -1, -1 (cost 0); per-item means 1 and -1: SE = std([1, -1], ddof=1) / sqrt(2) = 1.
+  assert (score.mean_reward, score.accuracy, score.n, score.items) == (0.0, 0.5, 4, 2)
+  assert score.stderr == pytest.approx(1.0)
+  unclustered = oracle.score_outcomes([solved, solved, failed, failed])
+  assert unclustered.items == 4 and unclustered.stderr == pytest.approx(np.std([1, 1, -1, -1], ddof=1) / 2)

@@ -319,10 +319,13 @@ class ConfigScore:
 
   Attributes:
     mean_reward: mean system reward per query (the quantity searched for).
-    stderr: standard error of that mean over queries.
+    stderr: standard error of that mean, clustered by item: queries of one item (several sample
+      indices, or several random configurations) are correlated, because a model's correctness on an
+      item is largely persistent, so the per-item means are the independent units.
     accuracy: share of queries solved, in [0, 1].
     cost_usd: mean USD per query.
     n: number of queries.
+    items: number of distinct items.
   """
 
   mean_reward: float
@@ -330,15 +333,23 @@ class ConfigScore:
   accuracy: float
   cost_usd: float
   n: int
+  items: int
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
 
 
-def score_outcomes(outcomes: Sequence[QueryOutcome]) -> ConfigScore:
-  """Mean system reward, its standard error, accuracy and mean cost of a list of query outcomes."""
+def score_outcomes(outcomes: Sequence[QueryOutcome], item_ids: Sequence[str] | None = None) -> ConfigScore:
+  """Mean system reward, its standard error, accuracy and mean cost of a list of query outcomes.
+
+  Args:
+    outcomes: the queries.
+    item_ids: the item of each query, for the clustered standard error (None: every query its own item).
+  """
   if not outcomes:
     raise OracleError("cannot score zero queries")
+  if item_ids is not None and len(item_ids) != len(outcomes):
+    raise OracleError(f"{len(item_ids)} item ids for {len(outcomes)} outcomes")
   n = len(outcomes)
   # Padded to a power-of-two length: jnp ops compile once per shape, and rung sizes vary freely.
   size = max(64, 1 << (n - 1).bit_length())
@@ -349,8 +360,12 @@ def score_outcomes(outcomes: Sequence[QueryOutcome]) -> ConfigScore:
   rewards = np.asarray(system_reward(solved, cost), np.float64)[:n]
   solved = solved[:n]
   cost = cost[:n]
-  stderr = float(rewards.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
-  return ConfigScore(float(rewards.mean()), stderr, float(solved.mean()), float(cost.mean()), n)
+  groups: dict[str, list[float]] = {}
+  for i, r in zip(item_ids if item_ids is not None else [str(i) for i in range(n)], rewards):
+    groups.setdefault(i, []).append(float(r))
+  per_item = np.array([np.mean(v) for v in groups.values()])
+  stderr = float(per_item.std(ddof=1) / math.sqrt(len(per_item))) if len(per_item) > 1 else float("nan")
+  return ConfigScore(float(rewards.mean()), stderr, float(solved.mean()), float(cost.mean()), n, len(per_item))
 
 
 class Evaluator:
@@ -414,7 +429,8 @@ class Evaluator:
       raise
     finally:
       bar.close()
-    return [score_outcomes([self.store.get(key, it.id, s) for it in items for s in samples])
+    return [score_outcomes([self.store.get(key, it.id, s) for it in items for s in samples],
+                           [it.id for it in items for _ in samples])
             for key, _, items, samples in keyed]
 
   async def evaluate(self, config: MASConfig, items: Sequence[Item], sample_indices: Sequence[int] = (0,),
@@ -562,6 +578,7 @@ class SearchResult:
     best: the winning candidate; best_key its configuration key.
     best_score: its score on the whole search split.
     leaderboard: the final rung, best first: (key, family, score).
+    finalists: the final rung's candidates, in leaderboard order.
     rungs: one record per rung.
     configurations_searched: distinct configurations (by key) evaluated on at least one item.
     family_counts: configurations searched per family.
@@ -572,6 +589,7 @@ class SearchResult:
   best_key: str
   best_score: ConfigScore
   leaderboard: list[tuple[str, str, ConfigScore]]
+  finalists: list[Candidate]
   rungs: list[RungRecord]
   configurations_searched: int
   family_counts: dict[str, int]
@@ -665,7 +683,8 @@ async def successive_halving(space: SearchSpace, evaluator: Evaluator, items: Se
     fam = fam.split(":")[0]
     families[fam] = families.get(fam, 0) + 1
   best, best_key, best_score = ranked[0]
-  return SearchResult(best, best_key, best_score, [(k, c.family, s) for c, k, s in ranked], rungs,
+  return SearchResult(best, best_key, best_score, [(k, c.family, s) for c, k, s in ranked],
+                      [c for c, _, _ in ranked], rungs,
                       len(seen), families, len(queries))
 
 
@@ -691,7 +710,7 @@ async def random_configurations_reward(space: SearchSpace, evaluator: Evaluator,
       jobs.append((config, [item], (0,)))
   await evaluator.evaluate_many(jobs, desc=f"{space.benchmark} random configurations")
   outcomes = [evaluator.store.get(evaluator.key(c), its[0].id, 0) for c, its, _ in jobs]
-  return score_outcomes(outcomes), len(keys)
+  return score_outcomes(outcomes, [its[0].id for _, its, _ in jobs]), len(keys)
 
 
 def shuffled(items: Sequence[Item], seed: int) -> list[Item]:
@@ -768,6 +787,10 @@ class OracleSpec:
       successive-halving schedule (see `plan_search`) and the candidate mix.
     test_samples: sample indices 0..S-1 the winner runs on the test split.
     random_draws_per_item: random configurations per test item for random_reward.
+    holdout_share: share of the search subset held out of the race; the race's best
+      `holdout_finalists` are re-ranked on it alone. The race overfits its own items (mutants of a
+      lucky configuration share its luck: a model's correctness on an item is mostly persistent), so
+      the final choice is made on items the race never saw. 0: no holdout (the race's best wins).
   """
 
   benchmark: str
@@ -785,8 +808,14 @@ class OracleSpec:
   sparse_share: float = 0.5
   test_samples: int = 4
   random_draws_per_item: int = 4
+  holdout_share: float = 1 / 3
+  holdout_finalists: int = 5
 
   def __post_init__(self):
+    if not 0.0 <= self.holdout_share < 1.0:
+      raise OracleError(f"holdout_share must be in [0, 1), got {self.holdout_share}")
+    if self.holdout_finalists < 1:
+      raise OracleError(f"holdout_finalists must be >= 1, got {self.holdout_finalists}")
     if self.test_samples < 1:
       raise OracleError(f"test_samples must be >= 1, got {self.test_samples}")
     if self.random_draws_per_item < 1:
@@ -827,30 +856,44 @@ async def run_oracle(spec: OracleSpec, evaluator: Evaluator, search_items: Seque
   space = SearchSpace.make(spec.benchmark, pool, num_proposers=spec.num_proposers, graph_seed=spec.seed,
                            num_random_graphs=spec.num_random_graphs)
   order = shuffled(search_items, spec.seed)[:spec.max_search_items]
-  plan = plan_search(spec.budget, len(order), min_items=spec.min_items, eta=spec.eta,
+  num_holdout = int(round(spec.holdout_share * len(order)))
+  race, holdout = order[:len(order) - num_holdout], order[len(order) - num_holdout:]
+  plan = plan_search(spec.budget, len(race), min_items=spec.min_items, eta=spec.eta,
                      mutant_share=spec.mutant_share, min_candidates=len(structured_candidates(space)),
                      max_samples=spec.max_search_samples, min_finalists=spec.min_finalists)
-  result = await successive_halving(space, evaluator, order, plan, seed=spec.seed, sparse_share=spec.sparse_share)
-  winner = result.best.to_mas(space)
+  result = await successive_halving(space, evaluator, race, plan, seed=spec.seed, sparse_share=spec.sparse_share)
+  best, best_key = result.best, result.best_key
+  holdout_board = []
+  if holdout:
+    finalists = result.finalists[:spec.holdout_finalists]
+    configs = [c.to_mas(space) for c in finalists]
+    scores = await evaluator.evaluate_many([(cfg, holdout, (0,)) for cfg in configs],
+                                           desc=f"{spec.benchmark} finalists on the holdout")
+    ranked = _rank([(c, evaluator.key(cfg), s) for c, cfg, s in zip(finalists, configs, scores)])
+    best, best_key = ranked[0][0], ranked[0][1]
+    race_scores = {k: s for k, _, s in result.leaderboard}
+    holdout_board = [{"key": k, "family": c.family, "holdout": s.to_json(), "race": race_scores[k].to_json()}
+                     for c, k, s in ranked]
+  winner = best.to_mas(space)
   samples = tuple(range(spec.test_samples))
   oracle = await evaluator.evaluate(winner, test_items, samples, desc=f"{spec.benchmark} oracle on test")
   oracle_sample0 = await evaluator.evaluate(winner, test_items, (0,))
   rand, num_random = await random_configurations_reward(space, evaluator, test_items,
                                                         draws_per_item=spec.random_draws_per_item,
                                                         seed=spec.seed)
-  runner_up = result.leaderboard[1:4]
   return {
       "benchmark": spec.benchmark, "pool": spec.pool,
       "oracle_reward": oracle.mean_reward, "oracle_test": oracle.to_json(),
       "oracle_test_sample0": oracle_sample0.to_json(),
-      "oracle_search_split": result.best_score.to_json(),
+      "oracle_race_score": next(s.to_json() for k, _, s in result.leaderboard if k == best_key),
+      "finalists_on_holdout": holdout_board, "race_items": len(race), "holdout_items": len(holdout),
       "random_reward": rand.mean_reward, "random_test": rand.to_json(),
       "random_configurations": num_random,
       "configurations_searched": result.configurations_searched,
       "configurations_by_family": result.family_counts,
       "search_queries": result.queries,
-      "oracle_configuration": {"key": result.best_key, **describe(result.best, space)},
-      "runners_up_on_search_split": [{"key": k, "family": f, **s.to_json()} for k, f, s in runner_up],
+      "oracle_configuration": {"key": best_key, **describe(best, space)},
+      "race_top": [{"key": k, "family": f, **s.to_json()} for k, f, s in result.leaderboard[:5]],
       "plan": plan.to_json(),
       "rungs": [r.to_json() for r in result.rungs],
       "search_items": len(order), "search_split_items": len(search_items), "test_items": len(test_items), "test_samples": spec.test_samples,
