@@ -120,10 +120,14 @@ def test_inference_runs_the_argmax_of_all_k_candidates_scored_at_once(reference,
                                                method.pool.adjacency, method.pool.node_mask, net=method._scorer))
   assert scores.shape == (len(TEST), TINY.num_candidates)
   chosen = {json.loads(l)["item_id"]: json.loads(l) for l in (root / "run/chosen.jsonl").read_text().splitlines()}
+  method.choose(TEST[0])
+  compiled = (stage1_lib.greedy._cache_size(), gcn_lib.score_prepared._cache_size())
   for item, row in zip(TEST, scores):
     _, method_scores = method.choose(item)
     np.testing.assert_allclose(method_scores, row, rtol=1e-5, atol=1e-5)
     assert chosen[item.id]["graph_index"] == int(np.argmax(row))
+  # Fixed shapes per query: new queries never recompile the policy or the scorer.
+  assert (stage1_lib.greedy._cache_size(), gcn_lib.score_prepared._cache_size()) == compiled
 
 
 def test_same_seed_gives_the_same_configurations_graphs_and_scores(reference, sim, tmp_path):
