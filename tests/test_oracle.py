@@ -224,3 +224,9 @@ def test_standard_error_is_clustered_by_item():
   assert score.stderr == pytest.approx(1.0)
   unclustered = oracle.score_outcomes([solved, solved, failed, failed])
   assert unclustered.items == 4 and unclustered.stderr == pytest.approx(np.std([1, 1, -1, -1], ddof=1) / 2)
+
+
+def test_regret_standard_error_by_the_delta_method():
+  # O = 1, L = 0.5, R = 0: regret 0.5; d/dO = 0.5, d/dL = -1, d/dR = 0.5.
+  se = oracle.regret_stderr(1.0, 0.5, 0.0, 0.1, 0.2, 0.1)
+  assert se == pytest.approx(np.sqrt((0.5 * 0.1)**2 + 0.2**2 + (0.5 * 0.1)**2))

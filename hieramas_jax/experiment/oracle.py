@@ -723,6 +723,41 @@ def shuffled(items: Sequence[Item], seed: int) -> list[Item]:
 # Regret and the learned system's result.
 
 
+def regret_stderr(oracle: float, learned: float, random: float, se_oracle: float, se_learned: float,
+                  se_random: float) -> float:
+  """Delta-method standard error of (O - L) / (O - R), treating the three means as independent.
+
+  They are measured on the same test items, so their errors are positively correlated and this is
+  conservative for the numerator; it is a scale for reading a regret, not an exact interval.
+  """
+  gap = oracle - random
+  d_oracle = (learned - random) / gap**2
+  d_learned = -1.0 / gap
+  d_random = (oracle - learned) / gap**2
+  return float(math.sqrt((d_oracle * se_oracle)**2 + (d_learned * se_learned)**2 + (d_random * se_random)**2))
+
+
+def learned_stderr(path: str | os.PathLike) -> float | None:
+  """Item-level standard error of the learned system's mean reward, from its run directory's
+  items.jsonl (correct, cost_usd per test query); None when that file is not there."""
+  try:
+    run_dir = json.loads(pathlib.Path(path).read_text()).get("run_dir")
+  except (OSError, json.JSONDecodeError):
+    return None
+  items = pathlib.Path(run_dir) / "items.jsonl" if isinstance(run_dir, str) else None
+  if items is None or not items.exists():
+    return None
+  outcomes, ids = [], []
+  for line in items.read_text().splitlines():
+    try:
+      rec = json.loads(line)
+      outcomes.append(QueryOutcome(bool(rec["correct"]), float(rec["cost_usd"]), int(rec.get("n_calls", 0))))
+      ids.append(str(rec["item_id"]))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+      continue
+  return score_outcomes(outcomes, ids).stderr if len(outcomes) > 1 else None
+
+
 def regret(oracle: float, learned: float | None, random: float) -> tuple[float | None, str | None]:
   """(oracle - learned) / (oracle - random): the share of the gain over random that learning missed.
 
@@ -930,7 +965,14 @@ def with_regret(record: Mapping[str, Any], results_dir: str | os.PathLike) -> di
     sizes = data.get("sizes") if isinstance(data.get("sizes"), Mapping) else {}
     learned_n = sizes.get("test", data.get("n"))
     learned_n = int(learned_n) if isinstance(learned_n, (int, float)) else None
+  se_learned = learned_stderr(path) if learned is not None else None
+  se_regret = None
+  if value is not None and se_learned is not None:
+    se_regret = regret_stderr(record["oracle_reward"], learned, record["random_reward"],
+                              record["oracle_test"]["stderr"], se_learned, record["random_test"]["stderr"])
   out.update({"learned_reward": learned,
+              "learned_stderr": se_learned,
+              "regret_stderr": se_regret,
               "learned_test_items": learned_n,
               "learned_on_full_test": None if learned_n is None else learned_n == record.get("test_items"),
               "learned_source": f"{path.name}:{source}" if source else None,
@@ -1005,15 +1047,19 @@ def regret_markdown(record: Mapping[str, Any]) -> str:
   """results/regret.md from the regret.json record."""
   lines = [f"# Oracle and regret ({record['label']})", "",
            record["what"], "", f"Goal: {record['goal']}.", "",
-           "| benchmark | pool | learned | oracle (test, +-se) | random (test, +-se) | regret | configurations "
+           "| benchmark | pool | learned (test, +-se) | oracle (test, +-se) | random (test, +-se) | regret (+-se) | "
+           "configurations "
            "searched | oracle accuracy / cost per query |",
            "|---|---|---|---|---|---|---|---|"]
   for key, e in record["entries"].items():
     regret_cell = _fmt(e.get("regret"))
+    if e.get("regret_stderr") is not None:
+      regret_cell += f" +- {_fmt(e['regret_stderr'], '.2f')}"
     if e.get("regret") is None:
       regret_cell += f" ({e.get('regret_reason')})"
     lines.append(
-        f"| {e['benchmark']} | {e['pool']} | {_fmt(e.get('learned_reward'))} | "
+        f"| {e['benchmark']} | {e['pool']} | {_fmt(e.get('learned_reward'))}"
+        f"{' +- ' + _fmt(e['learned_stderr']) if e.get('learned_stderr') is not None else ''} | "
         f"{_fmt(e['oracle_reward'])} +- {_fmt(e['oracle_test']['stderr'])} | "
         f"{_fmt(e['random_reward'])} +- {_fmt(e['random_test']['stderr'])} | {regret_cell} | "
         f"{e['configurations_searched']} | {100 * e['oracle_test']['accuracy']:.1f}% / "
