@@ -32,6 +32,7 @@ calibrate: install
 
 bench: install
 	$(PY) experiments/bench_executor.py
+	$(PY) experiments/bench_scoring.py
 
 sim-server: install
 	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)
