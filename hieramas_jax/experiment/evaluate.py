@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
+from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.experiment.provenance import atomic_write_text
@@ -170,14 +171,8 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
                                         "item_cost_usd": result.cost_usd})
     return result
 
-  tasks = [asyncio.ensure_future(one(it)) for it in todo]
   try:
-    new = await asyncio.gather(*tasks)
-  except BaseException:
-    for t in tasks:
-      t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    raise
+    new = await gather_or_cancel([asyncio.ensure_future(one(it)) for it in todo])
   finally:
     bar.close()
     for f in (items_f, traces_f):

@@ -43,6 +43,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.experiment.provenance import atomic_write_text
@@ -419,14 +420,8 @@ class Evaluator:
       self.queries_run += 1
       bar.update(1)
 
-    tasks = [asyncio.ensure_future(one(k, s, c, it)) for (k, _, s), (c, it) in todo.items()]
     try:
-      await asyncio.gather(*tasks)
-    except BaseException:
-      for t in tasks:
-        t.cancel()
-      await asyncio.gather(*tasks, return_exceptions=True)
-      raise
+      await gather_or_cancel([asyncio.ensure_future(one(k, s, c, it)) for (k, _, s), (c, it) in todo.items()])
     finally:
       bar.close()
     return [score_outcomes([self.store.get(key, it.id, s) for it in items for s in samples],

@@ -19,6 +19,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.config import MASConfig, Supernode
@@ -158,13 +159,7 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
   # coroutine first looks it up.
   for j in config.topological_order():
     tasks[j] = asyncio.ensure_future(run_node(j, config.predecessors(j)))
-  try:
-    await asyncio.gather(*tasks.values())
-  except BaseException:
-    for t in tasks.values():
-      t.cancel()
-    await asyncio.gather(*tasks.values(), return_exceptions=True)
-    raise
+  await gather_or_cancel(tasks.values())
 
   if config.decision_model is None:
     trace.final_text = trace.node_texts[config.sinks()[0]]

@@ -24,6 +24,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
+from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.learn import policy as policy_lib
@@ -211,14 +212,7 @@ async def run_rollouts(client: ChatClient, setup: Setup, items: Sequence[Item], 
     async with sem:
       return await run_rollout(client, setup, items[i], choices[i], adjacency[i], settings, grade_nodes=grade_nodes)
 
-  tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
-  try:
-    return list(await asyncio.gather(*tasks))
-  except BaseException:
-    for t in tasks:
-      t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    raise
+  return await gather_or_cancel([asyncio.ensure_future(one(i)) for i in range(len(items))])
 
 
 def batch_rewards(rollouts: Sequence[Rollout], *, alpha: float, k: float) -> np.ndarray:
