@@ -17,7 +17,7 @@ from absl import app, flags
 from hieramas_jax.benchmarks.data import BENCHMARKS, check_benchmark
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.calibration import DEFAULT_TOLERANCE_PTS, check_models, run_calibration
-from hieramas_jax.experiment.cli import run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.table1 import RunConfigMismatchError
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import MODELS
@@ -66,4 +66,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags_or_exit)

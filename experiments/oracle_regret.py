@@ -21,7 +21,7 @@ from absl import app, flags
 
 from hieramas_jax.experiment import oracle
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, sim_endpoint_name
-from hieramas_jax.experiment.cli import run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.provenance import atomic_write_text, provenance
 from hieramas_jax.experiment.table1 import RunConfigMismatchError
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -142,4 +142,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags_or_exit)

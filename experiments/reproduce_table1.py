@@ -17,7 +17,7 @@ import logging
 from absl import app, flags
 
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
-from hieramas_jax.experiment.cli import run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.table1 import (InvalidRunError, RunConfigMismatchError, Table1Spec, run_table1,
                                             table1_stem)
 from hieramas_jax.experiment.writers import ConsoleWriter, WandbWriter
@@ -70,4 +70,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags_or_exit)

@@ -132,6 +132,8 @@ def _script(*args, env_extra=None, timeout=240):
     ("--benchmarks=gsm8k", "error: unknown benchmark 'gsm8k'"),
     ("--pools=claude", "error: unknown pool setting 'claude'"),
     ("--split=dev", "error: unknown split 'dev'"),
+    ("--seed=abc", "error: flag --seed=abc: invalid literal for int()"),
+    ("--no_such_flag=1", "error: Unknown command line flag 'no_such_flag'"),
 ])
 def test_bad_flags_exit_non_zero_with_one_clear_line_and_write_nothing(tmp_path, bad, message):
   proc = _script(bad, f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}", "--wandb=false")

@@ -32,6 +32,20 @@ def run_or_exit(fn: Callable[[], Any], extra_errors: tuple[type[BaseException], 
     sys.exit(EXIT_USER_ERROR)
 
 
+def parse_flags_or_exit(argv: list[str]) -> list[str]:
+  """absl `flags_parser` for `app.run`: a malformed or unknown flag is one `error:` line, exit 2.
+
+  absl's own parser prints a FATAL line plus a help hint and exits 1; every other user mistake in
+  the suite exits 2 with one line, so flags do the same.
+  """
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f"error: {e}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_USER_ERROR)
+
+
 def selected_flags(flag_values: Any, names) -> dict[str, Any]:
   """The values of the named flags (for config.json and provenance; redacted there)."""
   return {n: flag_values[n].value for n in names if n in flag_values}
