@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from typing import Callable
 
-
-@dataclasses.dataclass(frozen=True)
-class FakeResult:
-  text: str
-  model: str
-  prompt_tokens: int
-  completion_tokens: int
-  cost_usd: float
-  latency_s: float
-  cached: bool = False
-  attempts: int = 1
+from hieramas_jax.llm.client import CallResult
 
 
 class FakeClient:
@@ -51,4 +40,6 @@ class FakeClient:
     self.calls.append({"start": start, "end": time.monotonic() - self.t0, "model": model,
                        "messages": messages, "temperature": temperature, "max_tokens": max_tokens,
                        "sample_index": sample_index, "cost_usd": cost})
-    return FakeResult(text, model, pt, ct, cost_usd=cost, latency_s=self.latency)
+    # The real result type, so the fake can never drift from what LLMClient returns.
+    return CallResult(text=text, model=model, prompt_tokens=pt, completion_tokens=ct, cost_usd=cost,
+                      latency_s=self.latency, cached=False, attempts=1)
