@@ -35,6 +35,7 @@ import weakref
 
 from hieramas_jax.benchmarks.data import Item, data_sha256
 from hieramas_jax.benchmarks.graders import Grade, extract_code
+from hieramas_jax.fileio import atomic_write_bytes
 from hieramas_jax.paths import cache_dir
 
 CHILD_SCRIPT = pathlib.Path(__file__).with_name("_sandbox_child.py")
@@ -231,12 +232,6 @@ def _expected_path(item: Item) -> pathlib.Path:
   return cache_dir() / "humaneval_expected" / f"{key.hexdigest()}.pkl"
 
 
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-  tmp.write_bytes(data)
-  os.replace(tmp, path)
-
 
 async def expected_outputs(item: Item) -> dict:
   """Outputs and timings of the canonical solution on the task's base and plus inputs.
@@ -273,7 +268,7 @@ async def expected_outputs(item: Item) -> dict:
                            f"(exit {outcome.returncode}, timed out: {outcome.timed_out})")
       data = files["expected.pkl"]
       expected = pickle.loads(data)
-      _atomic_write(path, data)
+      atomic_write_bytes(path, data)
     _EXPECTED_MEMO[memo_key] = expected
     return expected
 
@@ -344,7 +339,7 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
     outcome, _ = await run_job(job, run_limits)
     grade = _to_grade(outcome, code)
   if use_cache:
-    _atomic_write(cache_path, json.dumps({"task_id": item.id, "correct": grade.correct,
+    atomic_write_bytes(cache_path, json.dumps({"task_id": item.id, "correct": grade.correct,
                                           "detail": grade.detail}).encode())
   return grade
 

@@ -9,10 +9,10 @@ import pathlib
 import shlex
 import subprocess
 import sys
-import tempfile
 from typing import Any, Iterable, Mapping
 
 from hieramas_jax.benchmarks.data import data_sha256
+from hieramas_jax.fileio import atomic_write_text  # re-exported: results writers import it from here
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
 from hieramas_jax.paths import REPO_DIR
 
@@ -80,20 +80,6 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
   if backend == "sim":
     prov["label"] = SIMULATED_LABEL
   return prov
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-  """Write via a temp file + rename, so a killed run never leaves a half-written result."""
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(text)
-    os.replace(tmp, path)
-  except BaseException:
-    pathlib.Path(tmp).unlink(missing_ok=True)
-    raise
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:

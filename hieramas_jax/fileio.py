@@ -1,0 +1,29 @@
+"""Atomic file writes, shared by every layer (results, caches, the sandbox's expected outputs).
+
+Lives at the bottom of the package so that `benchmarks/` can use it without importing `experiment/`.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tempfile
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+  """Write via a temp file in the same directory + rename: readers see the old file or the new one,
+  never a half-written one, and a killed writer leaves no partial file behind."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    pathlib.Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+  atomic_write_bytes(path, text.encode("utf-8"))
