@@ -25,12 +25,13 @@ from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, select
 from hieramas_jax.experiment.table1 import RunConfigMismatchError
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import POOLS
-from hieramas_jax.methods.hieramas.config import GRAPH_MODES, LLM_MODES, SELECT_BY, HieraMASConfig, HieraMASConfigError
+from hieramas_jax.methods.hieramas.config import (ACTIVATION_CREDIT, GRAPH_MODES, LLM_MODES, SELECT_BY, HieraMASConfig,
+                                                  HieraMASConfigError)
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 
 FLAGS = flags.FLAGS
 _ENUMS = {"benchmark": BENCHMARKS, "pool": tuple(POOLS), "graph_mode": GRAPH_MODES, "llm_mode": LLM_MODES,
-          "stage1_select_by": SELECT_BY}
+          "stage1_select_by": SELECT_BY, "activation_credit": ACTIVATION_CREDIT}
 
 
 def _attribute_help() -> dict[str, str]:

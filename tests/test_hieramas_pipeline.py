@@ -9,6 +9,7 @@ stage-1 checkpoint that stage 2 loads, and the two inference ablations.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -20,12 +21,14 @@ from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import stage1 as stage1_lib
+from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.methods import RunContext, make_method
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
+from hieramas_jax.methods.hieramas.rollout import Setup
 from hieramas_jax.methods.hieramas.run import train_and_evaluate
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
@@ -37,7 +40,7 @@ TRAIN, VAL, TEST = ITEMS[100:106], ITEMS[200:202], ITEMS[300:303]
 R = 8
 TINY = HieraMASConfig(benchmark="mmlu_redux", pool="gpt-5-mini", stage1_steps=3, stage1_batch=2, stage1_val_every=2,
                       stage1_checkpoint_every=1, k_pool=8, stage2_graphs=3, stage2_epochs=2, stage2_batch=4,
-                      stage2_patience=2, max_queries=16)
+                      stage2_patience=2, max_queries=16, stage2_drop_ties=False)  # 6 queries: keep all for stage 2
 
 
 class Killed(Exception):
@@ -194,3 +197,28 @@ def test_ablations_vote_over_three_random_graphs_or_put_the_strong_model_everywh
   strong = asyncio.run(solve(HieraMASConfig(**{**TINY.to_json(), "llm_mode": "strong"})))
   assert {c.model for c in strong.calls} == {"gpt-5-mini"}
   assert len(strong.calls) == R * 3 + 1  # no skips: every role, W = 2 proposers + synthesizer, decision
+
+
+def test_stage2_without_contrast_keeps_the_seeded_classifier_and_says_why(tmp_path):
+  # Every query's graphs tied (the frozen policy's outcome did not depend on the topology): nothing to fit.
+  cfg = dataclasses.replace(TINY, stage2_drop_ties=True)
+  emb = training.Embeddings(Setup.make(cfg.benchmark, get_pool(cfg.pool), cfg.num_proposers), cfg.encoder)
+  q, g = 6, 3
+  rng = np.random.default_rng(0)
+  reward = np.repeat(rng.choice([0.5, -1.0], size=(q, 1)), g, axis=1).astype(np.float32)
+  data = {"query_emb": emb.queries(TRAIN), "adjacency": rng.random((q, g, R, R)) < 0.3, "reward": reward,
+          "labels": stage2_lib.contrastive_labels(reward, top_k=2)}
+  data["adjacency"] = np.triu(data["adjacency"], 1)
+  params, history = training.train_stage2(data, emb, cfg, tmp_path, progress=False)
+  assert "0 of 6 training queries" in history[0]["skipped"]
+  fresh = training.fresh_scorer_params(cfg, emb)
+  assert training.params_sha256(params) == training.params_sha256(fresh)
+  assert training.params_sha256(training.load_scorer(cfg, emb, tmp_path)) == training.params_sha256(fresh)
+  # One query with contrast is still too few (a training and a validation query are needed) ...
+  reward[0, 0] = -1.0 if reward[0, 1] > 0 else 0.5
+  _, history = training.train_stage2(data | {"reward": reward}, emb, cfg, tmp_path / "one", progress=False)
+  assert "1 of 6" in history[0]["skipped"]
+  # ... and the reference behaviour (ties kept) fits on all six.
+  _, history = training.train_stage2(data, emb, dataclasses.replace(cfg, stage2_drop_ties=False), tmp_path / "ref",
+                                     progress=False)
+  assert "skipped" not in history[0] and len(history) >= 1

@@ -172,3 +172,10 @@ def test_stage2_learns_which_graphs_are_good():
   first, best = history[0], min(history, key=lambda h: h["val_loss"])
   assert best["val_loss"] < 0.8 * first["val_loss"], history
   assert best["val_top1_hit"] >= 0.9, history
+
+
+def test_informative_queries_drop_all_tied_queries():
+  rewards = np.array([[0.5, 0.5, 0.5], [0.5, -1.0, 0.5], [-2.5, -2.5, -2.5], [0.9, 0.2, 0.2]])
+  np.testing.assert_array_equal(stage2.informative_queries(rewards), [False, True, False, True])
+  valid = np.array([[1, 1, 1], [1, 0, 1], [1, 1, 1], [0, 0, 0]], bool)
+  np.testing.assert_array_equal(stage2.informative_queries(rewards, valid), [False, False, False, False])

@@ -50,8 +50,41 @@ def test_policy_distribution_sampling_and_log_prob():
   np.testing.assert_allclose(logp, np.log(np.take_along_axis(np.asarray(probs), np.asarray(a)[..., None], -1)[..., 0]),
                              atol=1e-5)
   assert np.all(entropy > 0) and np.all(entropy <= math.log(4) + 1e-5)
-  greedy = policy.greedy_choices(params, inputs, net=TINY)
-  np.testing.assert_array_equal(greedy, np.argmax(probs, -1))
+  greedy = np.asarray(policy.greedy_choices(params, inputs, net=TINY))
+  argmax = np.argmax(probs, -1)
+  some_on = (argmax[:, :, -1] != 3).any(axis=1)
+  assert some_on.any()
+  np.testing.assert_array_equal(greedy[some_on], argmax[some_on])  # the per-position mode when it is a MAS
+
+
+def test_sampling_and_greedy_never_leave_the_mas_empty():
+  # A strong skip prior: the independent per-position policy would switch every role off most of the time.
+  net = policy.LLMSelectionPolicy(hidden=16, skip_logit_init=3.0)
+  inputs = _inputs(batch=4000, roles=2, positions=2, models=3)
+  params = policy.init_params(jax.random.key(0), inputs, net)
+  probs = np.asarray(policy.probabilities(params, inputs, 1.0, net=net))
+  q = 1 - probs[:, :, -1, 3]  # pi(on) of each role's synthesizer, [B, 2]
+  assert np.mean(np.prod(1 - q, axis=1)) > 0.5  # unconditioned: mostly empty
+  choices = np.asarray(policy.sample_choices(params, inputs, jax.random.key(5), 1.0, net=net))
+  on = choices[:, :, -1] != 3
+  assert on.any(axis=1).all()
+  # Exact conditioning: P(role 0 on | some role on) = q0 / (1 - (1 - q0)(1 - q1)), averaged over rows.
+  expected = np.mean(q[:, 0] / (1 - (1 - q[:, 0]) * (1 - q[:, 1])))
+  assert on[:, 0].mean() == pytest.approx(expected, abs=0.025)
+  # Models of an on synthesizer follow pi(m | on): compare row-averaged frequencies.
+  chosen = choices[:, 0, -1][on[:, 0]]
+  cond = probs[:, 0, -1, :3] / q[:, :1]
+  np.testing.assert_allclose(np.bincount(chosen, minlength=3) / len(chosen), cond[on[:, 0]].mean(0), atol=0.03)
+  # Greedy: where the per-position mode is all-skip, the role with the smallest skip margin is switched on.
+  greedy = np.asarray(policy.greedy_choices(params, inputs, net=net))
+  assert (greedy[:, :, -1] != 3).sum(axis=1).min() >= 1
+  logits = np.log(probs[:, :, -1, :])
+  all_off = (np.argmax(probs[:, :, -1, :], -1) == 3).all(axis=1)
+  assert all_off.any()
+  rescue = np.argmax(logits[:, :, :3].max(-1) - logits[:, :, 3], axis=1)
+  for b in np.flatnonzero(all_off)[:50]:
+    on_roles = np.flatnonzero(greedy[b, :, -1] != 3)
+    assert list(on_roles) == [rescue[b]] and greedy[b, rescue[b], -1] == np.argmax(probs[b, rescue[b], -1, :3])
 
 
 def test_temperature_schedule_is_cosine_from_10_to_0_8():
@@ -127,3 +160,75 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path):
   ckpt.close()
   jax.tree_util.tree_map(np.testing.assert_array_equal, resumed.params, straight.params)
   np.testing.assert_array_equal(resumed.baseline, straight.baseline)
+
+
+def test_leave_one_out_advantage_by_hand():
+  # 2 queries x G = 2 samples, 1 role: advantage = own reward - mean of the other sample of that query.
+  inputs = _inputs(batch=4, roles=1)
+  config = stage1.Stage1Config(total_steps=10, samples_per_query=2)
+  state = stage1.create_state(jax.random.key(0), inputs, config, TINY)
+  rewards = jnp.array([[1.0], [-1.0], [0.5], [0.5]])
+  np.testing.assert_allclose(stage1._advantage(state, rewards, rewards.mean(0)), [[2.0], [-2.0], [0.0], [0.0]])
+  config3 = stage1.Stage1Config(total_steps=10, samples_per_query=3)
+  state3 = stage1.create_state(jax.random.key(0), _inputs(batch=3, roles=1), config3, TINY)
+  np.testing.assert_allclose(stage1._advantage(state3, jnp.array([[3.0], [0.0], [0.0]]), None),
+                             [[3.0], [-1.5], [-1.5]])
+  # A batch that is not whole groups is refused at trace time.
+  with pytest.raises(ValueError, match="not a multiple"):
+    stage1._advantage(state3, rewards, rewards.mean(0))
+  # With G = 1 the EMA baseline (per role, and the system column) is used: first batch, the batch mean.
+  state1 = stage1.create_state(jax.random.key(0), inputs, stage1.Stage1Config(total_steps=10), TINY)
+  both = jnp.concatenate([rewards, 2 * rewards], axis=1)
+  np.testing.assert_allclose(stage1._advantage(state1, both, both.mean(0)), both - jnp.array([0.25, 0.5]))
+
+
+def test_effective_positions_mask_proposers_of_switched_off_roles():
+  choices = np.zeros((2, 3, 3), np.int32)
+  eff = stage1.effective_positions(choices, [(0, 2), (1,)])
+  np.testing.assert_array_equal(eff[0], [[1, 1, 1], [0, 0, 1], [1, 1, 1]])
+  np.testing.assert_array_equal(eff[1], [[0, 0, 1], [1, 1, 1], [0, 0, 1]])
+
+
+def test_ineffective_positions_get_no_gradient():
+  # Rewards depend on the synthesizer only; a masked proposer position must get exactly zero
+  # policy-gradient: its log-prob term is removed, so the pg loss ignores what was sampled there.
+  inputs = _inputs(batch=4, roles=2)
+  config = stage1.Stage1Config(total_steps=10, samples_per_query=2, entropy_coef=0.0)
+  state = stage1.create_state(jax.random.key(0), inputs, config, TINY)
+  choices = jnp.zeros((4, 2, 3), jnp.int32)
+  rewards = jnp.array([[1.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+  effective = np.ones((4, 2, 3), bool)
+  effective[:, :, :2] = False  # every proposer masked
+  batch = stage1.Stage1Batch(inputs, choices, rewards, jnp.float32(1.0), jnp.asarray(effective))
+  other = batch._replace(choices=choices.at[:, :, :2].set(2))  # different proposer choices, same outcome
+  adv = jnp.concatenate([rewards, rewards.mean(1, keepdims=True)], axis=1)
+  loss_a, _ = stage1._loss(state.params, state, batch, adv, jax.random.key(0))
+  loss_b, _ = stage1._loss(state.params, state, other, adv, jax.random.key(0))
+  assert float(loss_a) == pytest.approx(float(loss_b), abs=1e-7)
+  unmasked = batch._replace(effective=None)
+  loss_c, _ = stage1._loss(state.params, state, unmasked, adv, jax.random.key(0))
+  assert float(loss_c) != pytest.approx(float(loss_a), abs=1e-6)
+
+
+def test_synthesizer_on_off_is_credited_at_system_level_by_hand():
+  # One query, G = 2 samples, one role with only a synthesizer (W = 0) over M = 2 models + skip.
+  inputs = _inputs(batch=2, roles=1, positions=1, models=2)
+  config = stage1.Stage1Config(total_steps=10, samples_per_query=2, entropy_coef=0.0)
+  state = stage1.create_state(jax.random.key(0), inputs, config, TINY)
+  choices = jnp.array([[[0]], [[2]]], jnp.int32)  # sample 0: model 0; sample 1: skip (role off)
+  role = jnp.array([[0.9], [0.5]])  # role advantages +0.4 / -0.4
+  system = jnp.array([0.3, 0.5])    # system advantages -0.2 / +0.2
+  batch = stage1.Stage1Batch(inputs, choices, role, jnp.float32(1.0), None, system)
+  adv = stage1._advantage(state, jnp.concatenate([role, system[:, None]], axis=1), None)
+  np.testing.assert_allclose(adv, [[0.4, -0.2], [-0.4, 0.2]], atol=1e-6)
+  loss, _ = stage1._loss(state.params, state, batch, adv, jax.random.key(0))
+  probs = np.asarray(policy.probabilities(state.params, inputs, 1.0, net=TINY))[:, 0, 0]  # [2, 3]
+  on0, on1 = probs[0, 0] + probs[0, 1], probs[1, 0] + probs[1, 1]
+  # The conditioned policy's normaliser log P(valid) = log pi(on) (one role) is credited at system level.
+  normaliser = -0.2 * np.log(on0) + 0.2 * np.log(on1)
+  expected = -(-0.2 * np.log(on0) + 0.4 * np.log(probs[0, 0] / on0) + 0.2 * np.log(probs[1, 2]) - normaliser) / 2
+  assert float(loss) == pytest.approx(expected, rel=1e-5)
+  # Without system rewards the role advantage credits the whole categorical.
+  plain, _ = stage1._loss(state.params, state, batch._replace(system_rewards=None), adv, jax.random.key(0))
+  expected = -(0.4 * np.log(probs[0, 0]) - 0.4 * np.log(probs[1, 2]) - normaliser) / 2
+  assert float(plain) == pytest.approx(expected, rel=1e-5)

@@ -21,6 +21,7 @@ import threading
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from hieramas_jax.paths import cache_dir
 
@@ -117,6 +118,8 @@ class SentenceEncoder:
     hits, misses: texts served from the cache / embedded by the model, since construction.
   """
 
+  CHUNK = 1024  # texts embedded (and cached) per model call; larger jobs show a progress bar
+
   def __init__(self, model: str = DEFAULT_MODEL, *, cache_path: str | os.PathLike | None = None,
                batch_size: int = 64):
     """Args:
@@ -183,11 +186,19 @@ class SentenceEncoder:
     self.hits += len(texts) - sum(1 for k in keys if k in todo)
     if todo:
       self.misses += len(todo)
-      vecs = self._load().encode(list(todo.values()), batch_size=self.batch_size, convert_to_numpy=True,
-                                 normalize_embeddings=True, show_progress_bar=False)
-      new = {k: np.asarray(v, np.float32) for k, v in zip(todo, vecs)}
-      self.cache.put_many(new)
-      found.update(new)
+      pending = list(todo.items())
+      # Chunks go to the cache as they finish: a killed run keeps what it embedded (a full
+      # MMLU-Redux training split is ~19k query-role texts, many minutes on two CPU cores).
+      with tqdm(total=len(pending), desc="embedding", unit="text", disable=len(pending) < self.CHUNK,
+                dynamic_ncols=True, leave=False) as bar:
+        for start in range(0, len(pending), self.CHUNK):
+          chunk = pending[start:start + self.CHUNK]
+          vecs = self._load().encode([t for _, t in chunk], batch_size=self.batch_size, convert_to_numpy=True,
+                                     normalize_embeddings=True, show_progress_bar=False)
+          new = {k: np.asarray(v, np.float32) for (k, _), v in zip(chunk, vecs)}
+          self.cache.put_many(new)
+          found.update(new)
+          bar.update(len(chunk))
     return np.stack([found[k] for k in keys]).astype(np.float32)
 
 

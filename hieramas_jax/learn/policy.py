@@ -5,7 +5,7 @@ synthesizer) the policy gives a distribution over the pool's M LLMs plus a skip 
 
   slot_{Q,r,p} = MLP(h_{Q,r}) + e_p              h_{Q,r} = f(Q, r, desc(r))   (sentence embedding)
   key_m        = Dense(h_m)  for m in the pool,  key_skip = learned vector
-  logits       = clip(<slot, key> / sqrt(H), -10, 10)                         (reference: clip +-10)
+  logits       = clip(<slot, key> / sqrt(H) + b * [skip], -10, 10)           (reference: clip +-10, b = 0)
   pi_m(. | Q, r, p) = softmax(logits / tau)
 
 Choices are integers in [0, M]; M means skip. Role selection per supernode is the synthesizer's
@@ -85,11 +85,18 @@ class LLMSelectionPolicy(nn.Module):
     hidden: width H of the slot and key spaces.
     logit_clip: |logit| bound before the temperature (reference: 10).
     dropout_rate: dropout on the slot features during training.
+    skip_logit_init: initial value of a learned bias on the skip logit (0: the reference policy,
+      where skip starts as likely as any one model). With a pool of M models an unbiased policy
+      starts with ~M/(M+1) of all positions on, i.e. dense, expensive configurations; under the
+      reference reward every solved query above ~0.23 cents scores the same 0.5, so those samples
+      carry no cost signal at all. A positive bias starts exploration among sparse, cheap
+      configurations, where cost still moves the reward; it is a learned parameter like any other.
   """
 
   hidden: int = 128
   logit_clip: float = 10.0
   dropout_rate: float = 0.0
+  skip_logit_init: float = 0.0
 
   @nn.compact
   def __call__(self, inputs: PolicyInputs, *, deterministic: bool = True) -> jax.Array:
@@ -103,6 +110,8 @@ class LLMSelectionPolicy(nn.Module):
     skip = self.param("skip_embedding", nn.initializers.normal(0.1), (1, self.hidden))
     keys = jnp.concatenate([keys, skip], axis=0)  # [M + 1, H]
     logits = jnp.einsum("brph,mh->brpm", slot, keys) / math.sqrt(self.hidden)
+    skip_bias = self.param("skip_logit_bias", nn.initializers.constant(self.skip_logit_init), ())
+    logits = logits.at[..., -1].add(skip_bias)
     return jnp.clip(logits, -self.logit_clip, self.logit_clip)
 
 
@@ -133,32 +142,104 @@ def probabilities(params, inputs: PolicyInputs, tau, *, net: LLMSelectionPolicy 
   return jnp.exp(_masked_log_softmax(params, inputs, tau, net))
 
 
+def _synth_on_off(logp, slot_mask):
+  """log pi(on), log pi(skip) of every role's synthesizer, [B, R]; a padding role is always off."""
+  synth = logp[:, :, -1, :]
+  exists = slot_mask[None, :, -1]
+  log_on = jnp.where(exists, jax.nn.logsumexp(synth[..., :-1], axis=-1), -jnp.inf)
+  log_skip = jnp.where(exists, synth[..., -1], 0.0)
+  return log_on, log_skip
+
+
+def log_valid(logp, slot_mask):
+  """[B] log P(at least one synthesizer on) = log(1 - prod_r pi_r(skip)) under the unconditioned policy."""
+  _, log_skip = _synth_on_off(logp, slot_mask)
+  return jnp.log(-jnp.expm1(jnp.minimum(jnp.sum(log_skip, axis=1), -1e-30)))
+
+
 @functools.partial(jax.jit, static_argnames=("net",))
 def sample_choices(params, inputs: PolicyInputs, rng: jax.Array, tau, *,
                    net: LLMSelectionPolicy = DEFAULT_POLICY) -> jax.Array:
-  """Training-time choices [B, R, P] int32 drawn from softmax(logits / tau) (Gumbel-max)."""
+  """Training-time choices [B, R, P] int32 from softmax(logits / tau), conditioned on a non-empty MAS.
+
+  Every position is an independent categorical, except that a draw with every synthesizer skipped
+  describes no MAS (nothing would answer), so the policy's distribution is the independent one
+  conditioned on "at least one role on", sampled exactly: the first active role j is drawn with
+  P(j) = q_j prod_{i<j} (1 - q_i) / (1 - prod_i (1 - q_i)) (q = pi(on)), roles before j are off,
+  role j is on, roles after j are independent; an on synthesizer's model is drawn from pi(m | on).
+  Its log-probability is the independent one minus `log_valid` (see `log_prob_parts`).
+  """
   logp = _masked_log_softmax(params, inputs, tau, net)
-  return jax.random.categorical(rng, logp, axis=-1).astype(jnp.int32)
+  k_all, k_first, k_after, k_model = jax.random.split(rng, 4)
+  choices = jax.random.categorical(k_all, logp, axis=-1).astype(jnp.int32)  # proposers (and a draft)
+  log_on, log_skip = _synth_on_off(logp, inputs.slot_mask)
+  log_off_before = jnp.cumsum(log_skip, axis=1) - log_skip  # log prod_{i<j} (1 - q_i)
+  first = jax.random.categorical(k_first, log_on + log_off_before, axis=1)  # [B]
+  roles = jnp.arange(logp.shape[1])[None, :]
+  after_on = jnp.log(jax.random.uniform(k_after, log_on.shape)) < log_on
+  on = (roles == first[:, None]) | ((roles > first[:, None]) & after_on)
+  model = jax.random.categorical(k_model, logp[:, :, -1, :-1], axis=-1).astype(jnp.int32)
+  skip_index = logp.shape[-1] - 1
+  return choices.at[:, :, -1].set(jnp.where(on, model, skip_index))
 
 
 @functools.partial(jax.jit, static_argnames=("net",))
 def greedy_choices(params, inputs: PolicyInputs, *, net: LLMSelectionPolicy = DEFAULT_POLICY) -> jax.Array:
-  """Evaluation-time choices [B, R, P]: argmax (temperature does not change the argmax)."""
+  """Evaluation-time choices [B, R, P]: the most probable configuration with at least one role on.
+
+  The per-position argmax, except when it skips every synthesizer: then the role whose best model
+  loses least against its skip (largest logit gap) is switched on with that model, which is the
+  mode of the conditioned distribution. Temperature does not change the result.
+  """
   logits = net.apply({"params": params}, inputs)
-  return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  choices = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  skip_index = logits.shape[-1] - 1
+  synth = logits[:, :, -1, :]
+  exists = inputs.slot_mask[None, :, -1]
+  gap = jnp.where(exists, jnp.max(synth[..., :-1], axis=-1) - synth[..., -1], -jnp.inf)  # [B, R]
+  all_off = ~jnp.any((choices[:, :, -1] != skip_index) & exists, axis=1)  # [B]
+  rescue = jnp.argmax(gap, axis=1)  # [B]
+  best_model = jnp.argmax(synth[..., :-1], axis=-1).astype(jnp.int32)  # [B, R]
+  switch_on = all_off[:, None] & (jnp.arange(logits.shape[1])[None, :] == rescue[:, None])
+  return choices.at[:, :, -1].set(jnp.where(switch_on, best_model, choices[:, :, -1]))
+
+
+class LogProbParts(NamedTuple):
+  """Per-position log pi(choice), entropy and log pi(on), all [B, R, P]; log_valid [B]."""
+
+  chosen: jax.Array
+  entropy: jax.Array
+  log_on: jax.Array
+  log_valid: jax.Array
 
 
 def log_prob(params, inputs: PolicyInputs, choices: jax.Array, tau, *, net: LLMSelectionPolicy = DEFAULT_POLICY,
              dropout_rng: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
   """Per-position log pi(choice) and entropy, both [B, R, P]; zero where slot_mask is False.
 
-  Not jitted on its own: it is traced inside the jitted stage-1 update.
+  These are the independent factors; the conditioned policy's log-probability of a whole
+  configuration is their sum minus `log_valid` (`log_prob_parts`). Not jitted on its own: it is
+  traced inside the jitted stage-1 update.
+  """
+  parts = log_prob_parts(params, inputs, choices, tau, net=net, dropout_rng=dropout_rng)
+  return parts.chosen, parts.entropy
+
+
+def log_prob_parts(params, inputs: PolicyInputs, choices: jax.Array, tau, *,
+                   net: LLMSelectionPolicy = DEFAULT_POLICY, dropout_rng: jax.Array | None = None) -> LogProbParts:
+  """`log_prob` plus log pi(on) = log(1 - pi(skip)) per position and `log_valid` per configuration.
+
+  One categorical over {models, skip} is the same distribution as two nested ones: on/off with
+  pi(on) = 1 - pi(skip), then the model given "on" with pi(m) / pi(on). So for a chosen model
+  log pi(m) = log pi(on) + log pi(m | on), and the two factors may be credited separately (stage 1
+  credits a synthesizer's on/off, i.e. the role's activation, at the system level).
   """
   logp = _masked_log_softmax(params, inputs, tau, net, dropout_rng)
   chosen = jnp.take_along_axis(logp, choices[..., None].astype(jnp.int32), axis=-1)[..., 0]
   entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+  log_on = jax.nn.logsumexp(logp[..., :-1], axis=-1)
   mask = inputs.slot_mask[None].astype(logp.dtype)
-  return chosen * mask, entropy * mask
+  return LogProbParts(chosen * mask, entropy * mask, log_on * mask, log_valid(logp, inputs.slot_mask))
 
 
 def temperature(step, total_steps: int, start: float = 10.0, end: float = 0.8):

@@ -7,7 +7,8 @@ Labels (`contrastive_labels`): within a query, a graph is positive if its reward
 in the top k (reference: k = 2 of 5), where graphs tied with the k-th best are positive too. The
 reference breaks ties by order; with the saturating reward shape ties are common (every solved query
 above ~0.2 cents scores exactly 0.5), and an arbitrary tie-break would call equally good graphs
-negative. A query where nothing has reward > 0 gives only negatives.
+negative. A query where nothing has reward > 0 gives only negatives. A query whose graphs all tie
+(`informative_queries`) carries no contrast and is left out of the loss (the reference keeps it).
 
 Loss: weighted BCE with pos_weight = #negatives / #positives over the training set (reference),
 mean over real (query, graph) pairs. AdamW + global-norm clip, dropout in the scorer (0.5), early
@@ -91,6 +92,21 @@ def contrastive_labels(rewards, *, top_k: int = 2, valid=None) -> np.ndarray:
   ranked = np.where(valid, rewards, -np.inf)
   kth = -np.sort(-ranked, axis=1)[:, min(top_k, rewards.shape[1]) - 1]
   return (valid & (ranked > 0) & (ranked >= kth[:, None])).astype(np.float32)
+
+
+def informative_queries(rewards, valid=None) -> np.ndarray:
+  """[Q] bool: queries whose candidate graphs did not all earn the same reward.
+
+  A query whose graphs all tie teaches the classifier nothing about topology (every graph is equally
+  good for it), yet top-k labels would call all of them positive and push every score up. This
+  happens often once stage 1 switches most roles off: with one or two active roles most random DAGs
+  reduce to the same graph. Such queries are masked out of the loss.
+  """
+  rewards = np.asarray(rewards, np.float64)
+  valid = np.ones(rewards.shape, bool) if valid is None else np.asarray(valid, bool)
+  hi = np.where(valid, rewards, -np.inf).max(axis=1)
+  lo = np.where(valid, rewards, np.inf).min(axis=1)
+  return valid.any(axis=1) & (hi > lo)
 
 
 def positive_weight(labels, label_mask) -> float:
@@ -200,11 +216,11 @@ def _pad_to(batch: Stage2Batch, size: int) -> Stage2Batch:
 
 def fit(data: Stage2Batch, rng: jax.Array, config: Stage2Config = Stage2Config(), *,
         net: gcn_lib.GCNScorer = gcn_lib.DEFAULT_SCORER, split_seed: int = 0, on_epoch=None):
-  """Trains the scorer on all queries of `data` with an 80/20 split by query and early stopping.
+  """Trains the scorer on the queries of `data` with an 80/20 split by query and early stopping.
 
   Args:
-    data: every labelled query ([Q, G, ...] arrays, numpy); `pos_weight` is recomputed on the
-      training part.
+    data: every labelled query ([Q, G, ...] arrays, numpy); queries whose label_mask is all False
+      are dropped; `pos_weight` is recomputed on the training part.
     rng: the stage-2 key (init, shuffling and dropout all derive from it).
     config: hyperparameters.
     net: scorer module.
@@ -216,6 +232,9 @@ def fit(data: Stage2Batch, rng: jax.Array, config: Stage2Config = Stage2Config()
     per-epoch dicts.
   """
   data = Stage2Batch(*(np.asarray(x) for x in data))
+  # Queries with no real pair (all masked out) are dropped before the split, so both parts hold
+  # queries that can teach something.
+  data = _take(data, np.flatnonzero(data.label_mask.any(axis=1)))
   train_idx, val_idx = split_by_query(data.query_emb.shape[0], config.val_fraction, split_seed)
   train, val = _take(data, train_idx), _take(data, val_idx)
   pos_weight = np.float32(positive_weight(train.labels, train.label_mask))

@@ -28,6 +28,7 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import stage1 as stage1_lib
+from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
@@ -125,8 +126,11 @@ class HieraMAS:
         "stage1_best": best,
         "stage2": {"queries": int(data["labels"].shape[0]), "graphs_per_query": int(data["labels"].shape[1]),
                    "positive_rate": float(data["labels"].mean()), "mean_reward": float(data["reward"].mean()),
-                   "accuracy": float(data["solved"].mean()), "epochs_run": len(history),
-                   "best_val_loss": min((h["val_loss"] for h in history), default=None)},
+                   "accuracy": float(data["solved"].mean()),
+                   "contrastive_queries": int(stage2_lib.informative_queries(data["reward"]).sum()),
+                   "epochs_run": sum(1 for h in history if "val_loss" in h),
+                   "best_val_loss": min((h["val_loss"] for h in history if "val_loss" in h), default=None),
+                   "skipped": next((h["skipped"] for h in history if "skipped" in h), None)},
     }
     return self.fit_summary
 

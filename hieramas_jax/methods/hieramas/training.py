@@ -1,8 +1,8 @@
 """The two training loops of HieraMAS (paper Alg. 1) over real MAS rollouts.
 
 Stage 1 (policy, multi-level rewards): each step takes a batch of training queries in an order fixed
-by the seed, samples the policy's choices (key fold_in(k_sample, step)) and one random DAG per query
-(density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch concurrently, grades system and
+by the seed, samples `stage1_samples` configurations of each (key fold_in(k_sample, step)) and one
+random DAG per rollout (density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch concurrently, grades system and
 node outputs, turns them into role rewards and applies one jitted REINFORCE update. Every
 `stage1_val_every` steps the greedy policy runs on the validation queries (each with one fixed random
 DAG) and a strictly better validation score saves the "best" checkpoint. The latest state is saved
@@ -125,11 +125,11 @@ def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
   return stage1_lib.Stage1Config(learning_rate=cfg.stage1_lr, weight_decay=cfg.stage1_weight_decay,
                                  clip_norm=cfg.stage1_clip, entropy_coef=cfg.stage1_entropy,
                                  total_steps=max(cfg.stage1_steps, 1), tau_start=cfg.stage1_tau_start,
-                                 tau_end=cfg.stage1_tau_end)
+                                 tau_end=cfg.stage1_tau_end, samples_per_query=cfg.stage1_samples)
 
 
 def policy_net(cfg: HieraMASConfig) -> policy_lib.LLMSelectionPolicy:
-  return policy_lib.LLMSelectionPolicy(hidden=cfg.policy_hidden)
+  return policy_lib.LLMSelectionPolicy(hidden=cfg.policy_hidden, skip_logit_init=cfg.policy_skip_logit_init)
 
 
 def scorer_net(cfg: HieraMASConfig) -> gcn_lib.GCNScorer:
@@ -144,7 +144,8 @@ def stage1_keys(cfg: HieraMASConfig) -> dict[str, jax.Array]:
 def fresh_policy_state(cfg: HieraMASConfig, emb: Embeddings) -> stage1_lib.Stage1State:
   """The initial stage-1 state (also the template checkpoints are restored into)."""
   dim = emb.profiles.shape[1]
-  inputs = emb.policy_inputs(np.zeros((cfg.stage1_batch, emb.setup.num_roles, dim), np.float32))
+  rows = cfg.stage1_batch * cfg.stage1_samples
+  inputs = emb.policy_inputs(np.zeros((rows, emb.setup.num_roles, dim), np.float32))
   return stage1_lib.create_state(stage1_keys(cfg)["init"], inputs, stage1_config(cfg), policy_net(cfg))
 
 
@@ -230,7 +231,8 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
                dynamic_ncols=True, leave=False)
     try:
       for step in range(start, cfg.stage1_steps):
-        idx = batch_indices(cfg.seed, step, cfg.stage1_batch, len(train))
+        # G samples of each query, consecutive (the leave-one-out baseline groups them).
+        idx = np.repeat(batch_indices(cfg.seed, step, cfg.stage1_batch, len(train)), cfg.stage1_samples)
         inputs = emb.policy_inputs(train_qr[idx])
         choices, tau = stage1_lib.sample_step(state, inputs, keys["sample"], s1cfg)
         graphs = random_graphs(jax.random.fold_in(keys["graph"], step), len(idx), setup.num_roles,
@@ -238,7 +240,12 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
                                       bound=cfg.max_queries)
         rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k)
-        batch = stage1_lib.Stage1Batch(inputs, choices, jnp.asarray(rewards), tau)
+        effective = stage1_lib.effective_positions(choices, [r.active_roles for r in rollouts])
+        system = None
+        if cfg.activation_credit == "system":
+          system = jnp.asarray(system_rewards([r.system_solved for r in rollouts], [r.system_cost for r in rollouts],
+                                              k=cfg.reward_k))
+        batch = stage1_lib.Stage1Batch(inputs, choices, jnp.asarray(rewards), tau, jnp.asarray(effective), system)
         state, metrics = stage1_lib.update_step(state, batch, keys["update"])
         stage1_lib.check_finite(metrics, step)
         done = step + 1
@@ -302,6 +309,8 @@ def stage2_keys(cfg: HieraMASConfig) -> dict[str, jax.Array]:
 
 
 STAGE2_DATA_FILE = "stage2_data.npz"
+# Stage 2 needs at least one training and one validation query with any contrast between graphs.
+MIN_CONTRASTIVE_QUERIES = 2
 
 
 async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, policy_state, train: Sequence[Item],
@@ -342,11 +351,14 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
           "cost": cost, "reward": reward, "labels": labels}
 
 
-def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray) -> stage2_lib.Stage2Batch:
+def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray, drop_ties: bool = True) -> stage2_lib.Stage2Batch:
+  """The classifier's training data; with `drop_ties`, queries whose graphs all tied are masked out."""
   q, g, n, _ = data["adjacency"].shape
+  informative = stage2_lib.informative_queries(data["reward"]) if drop_ties else np.ones(q, bool)
   return stage2_lib.Stage2Batch(query_emb=data["query_emb"], role_emb=role_emb, adjacency=data["adjacency"],
                                 node_mask=np.ones((q, g, n), bool), labels=data["labels"].astype(np.float32),
-                                label_mask=np.ones((q, g), bool), pos_weight=np.float32(1.0))
+                                label_mask=np.broadcast_to(informative[:, None], (q, g)).copy(),
+                                pos_weight=np.float32(1.0))
 
 
 def stage2_config(cfg: HieraMASConfig) -> stage2_lib.Stage2Config:
@@ -364,7 +376,22 @@ def fresh_scorer_params(cfg: HieraMASConfig, emb: Embeddings):
 
 def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConfig, run_dir: pathlib.Path, *,
                  writer=None, step_offset: int = 0, progress: bool = True):
-  """Fits the classifier on collected stage-2 data and saves it; returns (params, history)."""
+  """Fits the classifier on collected stage-2 data and saves it; returns (params, history).
+
+  When fewer than `MIN_CONTRASTIVE_QUERIES` training queries are left (with `stage2_drop_ties`, those
+  showing any reward difference between their graphs), the frozen policy's outcome does not depend on the topology on this data, and there is
+  nothing to learn: the classifier stays at its seeded initialisation (a fixed, arbitrary but
+  reproducible preference) and the history records why.
+  """
+  batch = stage2_batch(data, emb.role_emb, cfg.stage2_drop_ties)
+  contrastive = int(batch.label_mask.any(axis=1).sum())
+  if contrastive < MIN_CONTRASTIVE_QUERIES:
+    params = fresh_scorer_params(cfg, emb)
+    history = [{"skipped": f"{contrastive} of {batch.label_mask.shape[0]} training queries show any reward "
+                           "difference between their graphs; classifier left at initialisation"}]
+    log.warning("stage 2: %s", history[0]["skipped"])
+    save_scorer(params, run_dir, history)
+    return params, history
   bar = tqdm(total=cfg.stage2_epochs, desc=f"stage 2 fit {emb.setup.benchmark}", disable=not progress,
              dynamic_ncols=True, leave=False)
 
@@ -375,7 +402,7 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
                                                      **{f"stage2/val_{k}": v for k, v in val_metrics.items()}})
 
   try:
-    params, history = stage2_lib.fit(stage2_batch(data, emb.role_emb), stage2_keys(cfg)["fit"], stage2_config(cfg),
+    params, history = stage2_lib.fit(batch, stage2_keys(cfg)["fit"], stage2_config(cfg),
                                      net=scorer_net(cfg), split_seed=cfg.seed, on_epoch=on_epoch)
   finally:
     bar.close()
