@@ -87,7 +87,7 @@ class HieraMASConfig:
   seed: int = 0
   encoder: str = "all-MiniLM-L6-v2"
   policy_hidden: int = 128
-  policy_skip_logit_init: float = 2.0
+  policy_skip_logit_init: float = 4.0
   stage1_steps: int = 100
   stage1_batch: int = 16
   stage1_samples: int = 4
