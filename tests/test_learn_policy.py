@@ -46,7 +46,7 @@ def test_policy_distribution_sampling_and_log_prob():
   a = policy.sample_choices(params, inputs, jax.random.key(1), 2.0, net=TINY)
   b = policy.sample_choices(params, inputs, jax.random.key(1), 2.0, net=TINY)
   np.testing.assert_array_equal(a, b)  # same key, same choices
-  logp, entropy = policy.log_prob(params, inputs, a, 2.0, net=TINY)
+  logp, entropy, _, _ = policy.log_prob_parts(params, inputs, a, 2.0, net=TINY)
   np.testing.assert_allclose(logp, np.log(np.take_along_axis(np.asarray(probs), np.asarray(a)[..., None], -1)[..., 0]),
                              atol=1e-5)
   assert np.all(entropy > 0) and np.all(entropy <= math.log(4) + 1e-5)

@@ -213,26 +213,17 @@ class LogProbParts(NamedTuple):
   log_valid: jax.Array
 
 
-def log_prob(params, inputs: PolicyInputs, choices: jax.Array, tau, *, net: LLMSelectionPolicy = DEFAULT_POLICY,
-             dropout_rng: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-  """Per-position log pi(choice) and entropy, both [B, R, P]; zero where slot_mask is False.
-
-  These are the independent factors; the conditioned policy's log-probability of a whole
-  configuration is their sum minus `log_valid` (`log_prob_parts`). Not jitted on its own: it is
-  traced inside the jitted stage-1 update.
-  """
-  parts = log_prob_parts(params, inputs, choices, tau, net=net, dropout_rng=dropout_rng)
-  return parts.chosen, parts.entropy
-
-
 def log_prob_parts(params, inputs: PolicyInputs, choices: jax.Array, tau, *,
                    net: LLMSelectionPolicy = DEFAULT_POLICY, dropout_rng: jax.Array | None = None) -> LogProbParts:
-  """`log_prob` plus log pi(on) = log(1 - pi(skip)) per position and `log_valid` per configuration.
+  """Per-position log pi(choice), entropy and log pi(on) = log(1 - pi(skip)), all [B, R, P] and zero
+  where slot_mask is False, plus `log_valid` [B]. These are the independent factors; the conditioned
+  policy's log-probability of a whole configuration is their sum minus `log_valid`. Not jitted on its
+  own: it is traced inside the jitted stage-1 update.
 
   One categorical over {models, skip} is the same distribution as two nested ones: on/off with
   pi(on) = 1 - pi(skip), then the model given "on" with pi(m) / pi(on). So for a chosen model
   log pi(m) = log pi(on) + log pi(m | on), and the two factors may be credited separately (stage 1
-  credits a synthesizer's on/off, i.e. the role's activation, at the system level).
+  credits every on/off, a synthesizer's being the role's activation, at the system level).
   """
   logp = _masked_log_softmax(params, inputs, tau, net, dropout_rng)
   chosen = jnp.take_along_axis(logp, choices[..., None].astype(jnp.int32), axis=-1)[..., 0]
