@@ -125,8 +125,8 @@ class HieraMASConfig:
   def __post_init__(self):
     check_benchmark(self.benchmark)
     get_pool(self.pool)
-    positive = ("num_proposers", "stage1_batch", "stage1_samples", "stage1_val_every", "stage1_checkpoint_every", "stage2_graphs",
-                "stage2_top_k", "stage2_batch", "stage2_patience", "gcn_hidden", "policy_hidden", "vote_graphs",
+    positive = ("num_proposers", "stage1_batch", "stage1_samples", "stage1_val_every", "stage1_checkpoint_every",
+                "stage2_graphs", "stage2_top_k", "stage2_batch", "stage2_patience", "gcn_hidden", "policy_hidden", "vote_graphs",
                 "max_queries")
     for name in positive:
       if getattr(self, name) < 1:

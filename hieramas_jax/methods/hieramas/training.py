@@ -2,8 +2,9 @@
 
 Stage 1 (policy, multi-level rewards): each step takes a batch of training queries in an order fixed
 by the seed, samples `stage1_samples` configurations of each (key fold_in(k_sample, step)) and one
-random DAG per rollout (density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch concurrently, grades system and
-node outputs, turns them into role rewards and applies one jitted REINFORCE update. Every
+random DAG per rollout (density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch
+concurrently, grades system and node outputs, turns them into role rewards and applies one jitted
+REINFORCE update. Every
 `stage1_val_every` steps the greedy policy runs on the validation queries (each with one fixed random
 DAG) and a strictly better validation score saves the "best" checkpoint. The latest state is saved
 every `stage1_checkpoint_every` steps; a killed run restarts from it and, since every key and the data
@@ -379,9 +380,9 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
   """Fits the classifier on collected stage-2 data and saves it; returns (params, history).
 
   When fewer than `MIN_CONTRASTIVE_QUERIES` training queries are left (with `stage2_drop_ties`, those
-  showing any reward difference between their graphs), the frozen policy's outcome does not depend on the topology on this data, and there is
-  nothing to learn: the classifier stays at its seeded initialisation (a fixed, arbitrary but
-  reproducible preference) and the history records why.
+  showing any reward difference between their graphs), the frozen policy's outcome does not depend on
+  the topology on this data, and there is nothing to learn: the classifier stays at its seeded
+  initialisation (a fixed, arbitrary but reproducible preference) and the history records why.
   """
   batch = stage2_batch(data, emb.role_emb, cfg.stage2_drop_ties)
   contrastive = int(batch.label_mask.any(axis=1).sum())
