@@ -126,8 +126,8 @@ class HieraMASConfig:
     check_benchmark(self.benchmark)
     get_pool(self.pool)
     positive = ("num_proposers", "stage1_batch", "stage1_samples", "stage1_val_every", "stage1_checkpoint_every",
-                "stage2_graphs", "stage2_top_k", "stage2_batch", "stage2_patience", "gcn_hidden", "policy_hidden", "vote_graphs",
-                "max_queries")
+                "stage2_graphs", "stage2_top_k", "stage2_batch", "stage2_patience", "gcn_hidden", "policy_hidden",
+                "vote_graphs", "max_queries")
     for name in positive:
       if getattr(self, name) < 1:
         raise HieraMASConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
