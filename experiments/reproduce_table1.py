@@ -1,72 +1,122 @@
-"""Table 1 for the methods that exist, on the embedded simulated pool by default.
+"""Table 1 (and Tables 3, 4, 11) from one command, on the embedded simulated pool by default.
 
-  python experiments/reproduce_table1.py --seed=0                       # everything (make reproduce-table1)
-  python experiments/reproduce_table1.py --benchmarks=math --limit=3 --wandb=false --out_dir=/tmp/t1
+  python experiments/reproduce_table1.py                                  # all 66 cells (make reproduce-table1)
+  python experiments/reproduce_table1.py --setting=generalization --benchmarks=mmlu_redux   # Table 3
+  python experiments/reproduce_table1.py --seeds=0,1,2                    # mean +- sd over seeds
+  python experiments/reproduce_table1.py --methods=base,gdesigner --benchmarks=math --limit=5 --train_limit=8 \\
+      --method_option=gdesigner.iterations=2 --out_dir=/tmp/t1
 
-Writes <out_dir>/table1.md and table1.json (table1_limit<N>.* with --limit, so a quick run never
-overwrites the full table) (accuracy %, total cost USD and n per method x benchmark x
-pool, averages, provenance with the exact command). Per-cell run directories under --run_root make an
-interrupted run resume where it stopped.
+Every cell (method x benchmark x pool x seed) runs through `experiment.runner` concurrently under one
+bound on queries in flight: learned methods fit on the same training split (resumable), every method is
+evaluated on the same test split, and each cell's run directory under --run_root makes a killed run
+resume where it stopped. Writes <out_dir>/table1.{md,json}, table4.{md,json} (inference cost) and
+table11.{md,json} (training cost), or table3.{md,json} for --setting=generalization; with --limit the
+names get a `_limit<N>` suffix, so a quick run never overwrites the full tables.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 
 from absl import app, flags
 
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
-from hieramas_jax.experiment.table1 import (InvalidRunError, RunConfigMismatchError, Table1Spec, run_table1,
-                                            table1_stem)
-from hieramas_jax.experiment.writers import ConsoleWriter, WandbWriter
+from hieramas_jax.experiment.rundir import RunConfigMismatchError
+from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
+from hieramas_jax.methods.api import MethodError, known_methods
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.report.table1 import write_tables
+
+# The paper's 11 Table 1 methods, in its row order.
+TABLE1_METHODS = ("base", "cot", "sc", "sc_cot", "debate", "full_graph", "random_graph", "gdesigner", "masrouter",
+                  "aflow", "hieramas")
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("methods", ["base", "cot", "sc", "sc_cot"], "Methods (registry names).")
+flags.DEFINE_list("methods", list(TABLE1_METHODS), "Methods (registry names).")
 flags.DEFINE_list("benchmarks", ["humaneval_plus", "math", "mmlu_redux"], "Benchmarks.")
 flags.DEFINE_list("pools", ["gpt-5-mini", "qwen3-80b"], "Table 1 settings (strong backbone).")
-flags.DEFINE_string("split", "test", "Which saved split to evaluate on: train, val or test.")
-flags.DEFINE_integer("seed", 0, "The run's one seed (also the embedded sim's seed).")
-flags.DEFINE_integer("limit", None, "Only the first N items of each benchmark's split (quick runs).")
-flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where table1.md / table1.json are written.")
+flags.DEFINE_enum("setting", "main", ["main", "generalization"], "main: Table 1; generalization: Table 3 "
+                  "(MMLU-Redux, 5 subjects held out of training and tested on).")
+flags.DEFINE_list("seeds", ["0"], "Seeds; each is one run of every cell (and the embedded sim's seed).")
+flags.DEFINE_integer("limit", None, "Only the first N test queries of each benchmark (quick runs).")
+flags.DEFINE_integer("train_limit", None, "Only the first N training queries of every benchmark (default: all, "
+                     "MMLU-Redux 512).")
+flags.DEFINE_integer("val_limit", None, "Only the first N validation queries.")
+flags.DEFINE_multi_string("method_option", [], "METHOD.FIELD=VALUE (VALUE as JSON, else a string), e.g. "
+                          "gdesigner.iterations=4; repeatable.")
+flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where the table files are written.")
 flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the per-cell run directories.")
-flags.DEFINE_integer("max_queries", 32, "Most queries in flight at once (one global bound).", lower_bound=1)
-flags.DEFINE_bool("wandb", True, "Mirror cell summaries to W&B (mode from WANDB_MODE, default offline).")
-flags.DEFINE_bool("progress", True, "Show progress bars.")
+flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once, over all cells (one global bound).",
+                     lower_bound=1)
+flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: serve the sim from its own process "
+                  "(its own core) instead of a thread.")
+flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
 define_backend_flags()
 
-RUN_FLAGS = ("methods", "benchmarks", "pools", "split", "seed", "limit", "out_dir", "run_root",
-             "max_queries", "wandb") + BACKEND_FLAG_NAMES
+RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
+             "method_option", "out_dir", "run_root", "max_queries", "sim_process") + BACKEND_FLAG_NAMES
+
+
+def parse_method_options(values) -> dict[str, dict]:
+  """["gdesigner.iterations=4", ...] -> {"gdesigner": {"iterations": 4}}."""
+  out: dict[str, dict] = {}
+  for value in values:
+    name, sep, rest = value.partition(".")
+    field, eq, raw = rest.partition("=")
+    if not (sep and eq and name and field):
+      raise InvalidRunError(f"--method_option must look like METHOD.FIELD=VALUE, got {value!r}")
+    try:
+      parsed = json.loads(raw)
+    except json.JSONDecodeError:
+      parsed = raw
+    out.setdefault(name, {})[field] = parsed
+  return out
+
+
+def build_spec() -> TableSpec:
+  try:
+    seeds = tuple(int(s) for s in FLAGS.seeds)
+  except ValueError:
+    raise InvalidRunError(f"--seeds must be integers, got {','.join(FLAGS.seeds)}") from None
+  methods = tuple(FLAGS.methods)
+  if FLAGS["methods"].using_default_value:
+    missing = [m for m in methods if m not in known_methods()]
+    if missing:
+      logging.warning("not registered in this checkout, left out: %s", ", ".join(missing))
+      methods = tuple(m for m in methods if m not in missing)
+  train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
+  return TableSpec(methods, tuple(FLAGS.benchmarks), tuple(FLAGS.pools), FLAGS.setting, seeds, train_limit,
+                   FLAGS.val_limit, FLAGS.limit, parse_method_options(FLAGS.method_option))
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.getLogger().setLevel(logging.INFO)
-  spec = run_or_exit(lambda: Table1Spec(tuple(FLAGS.methods), tuple(FLAGS.benchmarks), tuple(FLAGS.pools),
-                                        FLAGS.split, FLAGS.seed, FLAGS.limit), (InvalidRunError,))
+  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  spec = run_or_exit(build_spec, (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
+  # Compiled XLA executables persist across runs: a rerun of the learned methods does not recompile.
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
   async def go():
-    async with open_backend(FLAGS, seed=spec.seed) as backend:
-      writers = [ConsoleWriter("table1")]
-      if FLAGS.wandb:
-        writers.append(WandbWriter(FLAGS.run_root, run_flags, name=f"table1-seed{spec.seed}",
-                                   group="table1"))
-      try:
-        return await run_table1(spec, backend, out_dir=FLAGS.out_dir, run_root=FLAGS.run_root,
-                                flags=run_flags, max_queries=FLAGS.max_queries, writers=writers,
-                                progress=FLAGS.progress)
-      finally:
-        for w in writers:
-          w.close()
+    async with contextlib.AsyncExitStack() as stack:
+      backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, sim_process=FLAGS.sim_process))
+                  for s in spec.seeds}
+      return await run_table(spec, backends, run_root=FLAGS.run_root, flags=run_flags, max_queries=FLAGS.max_queries,
+                             progress=FLAGS.progress)
 
-  record = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError))
-  print(f"wrote {FLAGS.out_dir}/{table1_stem(spec)}.md and .json; averages: "
-        + ", ".join(f"{m}={a:.2f}%" for m, a in record["averages"].items()))
+  from hieramas_jax.methods.static_search.search import OracleError  # pylint: disable=import-outside-toplevel
+  record = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
+  written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
+  print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
-"""Train HieraMAS (stage 1 + stage 2) on one benchmark and evaluate it on the test split.
+"""Train HieraMAS (stage 1 + stage 2) on one benchmark and evaluate it on the test split: one runner cell.
 
   python experiments/train_hieramas.py --benchmark=mmlu_redux --pool=gpt-5-mini
   python experiments/train_hieramas.py --flagfile=experiments/ablations/wo_graph.flags --benchmark=math
-  python experiments/train_hieramas.py --benchmark=math --stage1_steps=4 --train_limit=16 --test_limit=8 --wandb=false
+  python experiments/train_hieramas.py --benchmark=math --stage1_steps=4 --train_limit=16 --test_limit=8
 
-Every field of `HieraMASConfig` is a flag of the same name (help text from its docstring). Writes the
-run directory `<run_root>/<run_name>/` (config.json, metrics.jsonl, checkpoints, chosen.jsonl,
-items.jsonl, traces.jsonl) and `<out_dir>/hieramas_<benchmark>_<pool>[_<tag>].json` with provenance
-and this command. On the embedded simulated pool by default (results labelled "simulated pool").
+Every field of `HieraMASConfig` is a flag of the same name (help text from its docstring). The cell runs
+through the same runner as `reproduce_table1.py` (`experiment.runner`), into the same run root by
+default, so the untagged cell is the HieraMAS cell of Table 1 (trained once, used by both). Writes
+`<out_dir>/hieramas_<benchmark>_<pool>[_<tag>].json` (the Table 1 figures plus mean system reward,
+chosen graphs and LLM preferences) with provenance and this command. On the embedded simulated pool by
+default (results labelled "simulated pool").
 """
 
 from __future__ import annotations
@@ -22,16 +24,23 @@ from absl import app, flags
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
-from hieramas_jax.experiment.table1 import RunConfigMismatchError
+from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
+from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
+from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import POOLS
+from hieramas_jax.mas.roles import roles_for
+from hieramas_jax.methods.api import MethodError
 from hieramas_jax.methods.hieramas.config import (ACTIVATION_CREDIT, GRAPH_MODES, LLM_MODES, SELECT_BY, HieraMASConfig,
                                                   HieraMASConfigError)
-from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.report import hieramas as hieramas_report
 
 FLAGS = flags.FLAGS
 _ENUMS = {"benchmark": BENCHMARKS, "pool": tuple(POOLS), "graph_mode": GRAPH_MODES, "llm_mode": LLM_MODES,
           "stage1_select_by": SELECT_BY, "activation_credit": ACTIVATION_CREDIT}
+# Config fields that name the cell rather than the method.
+CELL_FIELDS = ("benchmark", "pool", "seed")
 
 
 def _attribute_help() -> dict[str, str]:
@@ -69,60 +78,69 @@ def define_config_flags() -> tuple[str, ...]:
 
 
 CONFIG_FLAGS = define_config_flags()
-flags.DEFINE_string("run_name", None, "Run directory name under --run_root (default <benchmark>_<pool>_seed<seed>"
-                    "[_<tag>]).")
-flags.DEFINE_string("tag", "", "Suffix of the results file and default run name; may name config fields, "
-                    "e.g. 'k{k_pool}' -> 'k50'.")
-flags.DEFINE_string("load_run", None, "Take the trained policy and classifier from this finished run directory "
-                    "(no training; training settings must match). May name config fields, e.g. "
-                    "'runs/hieramas/{benchmark}_{pool}_seed{seed}'.")
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "hieramas"), "Parent of run directories.")
+flags.DEFINE_string("tag", "", "The variant's name: suffix of the results file and the cell's run directory; may "
+                    "name config fields, e.g. 'k{k_pool}' -> 'k50'.")
+flags.DEFINE_string("run_name", None, "Names the cell's run directory instead of --tag (sweep points).")
+flags.DEFINE_string("load_run", None, f"Take the trained policy and classifier from a finished HieraMAS cell instead "
+                    f"of training: '{SAME_RUN_UNTAGGED}' for the untagged cell of the same run root, benchmark, pool "
+                    "and seed, or a cell's run directory (may name config fields). Training settings and data "
+                    "sizes must match.")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's).")
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where hieramas_<benchmark>_<pool>[_<tag>].json is written.")
-flags.DEFINE_integer("train_limit", None, "Use only the first N training queries (quick runs).", lower_bound=1)
+flags.DEFINE_integer("train_limit", None, "Use only the first N training queries (default: all; MMLU-Redux 512).",
+                     lower_bound=1)
 flags.DEFINE_integer("val_limit", None, "Use only the first N validation queries.", lower_bound=1)
 flags.DEFINE_integer("test_limit", None, "Use only the first N test queries.", lower_bound=1)
-flags.DEFINE_bool("wandb", True, "Mirror metrics to W&B (mode from WANDB_MODE, default offline).")
+flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
 
-RUN_FLAGS = CONFIG_FLAGS + ("run_name", "tag", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
-                            "test_limit", "wandb") + BACKEND_FLAG_NAMES
+RUN_FLAGS = CONFIG_FLAGS + ("tag", "run_name", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
+                            "test_limit", "sim_process") + BACKEND_FLAG_NAMES
+
+
+def _safe(name: str) -> str:
+  return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.getLogger().setLevel(logging.INFO)
-  from hieramas_jax.benchmarks.splits import load_split  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.methods.hieramas.run import results_name, train_and_evaluate  # pylint: disable=import-outside-toplevel
+  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
   cfg = run_or_exit(lambda: HieraMASConfig(**{n: FLAGS[n].value for n in CONFIG_FLAGS}), (HieraMASConfigError,))
-  tag = run_or_exit(lambda: results_name(cfg, FLAGS.tag), (KeyError, ValueError))
-  run_name = FLAGS.run_name or f"{tag.removeprefix('hieramas_')}_seed{cfg.seed}"
+  tag = run_or_exit(lambda: FLAGS.tag.format(**cfg.to_json()), (KeyError, ValueError))
   load_run = run_or_exit(lambda: FLAGS.load_run.format(**cfg.to_json()), (KeyError, ValueError)) \
       if FLAGS.load_run else None
+  options = {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}
+  spec = run_or_exit(lambda: TableSpec(
+      ("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,),
+      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.test_limit,
+      {"hieramas": options}, _safe(FLAGS.run_name) if FLAGS.run_name else tag,
+      {"hieramas": load_run} if load_run else {}), (InvalidRunError,))
+  run_flags = selected_flags(FLAGS, RUN_FLAGS)
   # Compiled XLA executables persist across runs: ablations and sweep points reuse them.
   import jax  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.paths import cache_dir  # pylint: disable=import-outside-toplevel
   jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-  splits = {}
-  for part, limit in (("train", FLAGS.train_limit), ("val", FLAGS.val_limit), ("test", FLAGS.test_limit)):
-    items = list(load_split(cfg.benchmark, part))
-    splits[part] = items[:limit] if limit else items
-  run_flags = selected_flags(FLAGS, RUN_FLAGS)
 
   async def go():
-    async with open_backend(FLAGS, seed=cfg.seed) as backend:
-      return await train_and_evaluate(cfg, backend, **splits, run_dir=f"{FLAGS.run_root}/{run_name}",
-                                      out_dir=FLAGS.out_dir, flags=run_flags, tag=FLAGS.tag, use_wandb=FLAGS.wandb,
-                                      run_name=run_name, progress=FLAGS.progress, load_run=load_run)
+    async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process) as backend:
+      return await run_table(spec, {cfg.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
+                             max_queries=cfg.max_queries, progress=FLAGS.progress)
 
   from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.methods.hieramas.method import HieraMASError  # pylint: disable=import-outside-toplevel
   from hieramas_jax.methods.hieramas.training import TrainingError  # pylint: disable=import-outside-toplevel
-  record = run_or_exit(lambda: asyncio.run(go()), (RunConfigMismatchError, HieraMASError, TrainingError, Stage2Error))
-  print(f"wrote {FLAGS.out_dir}/{tag}.json: accuracy {record['accuracy']:.2f}% on n={record['n']}, "
-        f"cost ${record['cost_usd']:.4f}, mean system reward {record['mean_system_reward']:.3f} "
+  table = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, TrainingError,
+                                                  Stage2Error))
+  (cell,) = table["cells"].values()
+  records = hieramas_report.read_items(from_repo(cell["run_dir"]))
+  record = hieramas_report.results_record(cell, records, cfg.to_json(), roles_for(cfg.benchmark), cell["sizes"],
+                                          table["provenance"])
+  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag)}.json"
+  atomic_write_json(path, record)
+  print(f"wrote {path}: accuracy {record['accuracy']:.2f}% on n={record['n']}, cost ${record['cost_usd']:.4f}, "
+        f"mean system reward {record['mean_system_reward']:.3f} "
         f"[{record['provenance'].get('label', record['provenance']['backend'])}]")
 
 

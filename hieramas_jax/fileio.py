@@ -5,9 +5,11 @@ Lives at the bottom of the package so that `benchmarks/` can use it without impo
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import tempfile
+from typing import Any
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -27,3 +29,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
   atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+  atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")

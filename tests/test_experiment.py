@@ -128,15 +128,17 @@ def _script(*args, env_extra=None, timeout=240):
 
 
 @pytest.mark.parametrize("bad,message", [
-    ("--methods=base,nope", "error: unknown method 'nope'; known: base, cot"),
+    ("--methods=base,nope", "error: unknown method 'nope'; known: aflow, base"),
     ("--benchmarks=gsm8k", "error: unknown benchmark 'gsm8k'"),
     ("--pools=claude", "error: unknown pool setting 'claude'"),
-    ("--split=dev", "error: unknown split 'dev'"),
-    ("--seed=abc", "error: flag --seed=abc: invalid literal for int()"),
+    ("--setting=dev", "error: flag --setting=dev: value should be one of <main|generalization>"),
+    ("--seeds=abc", "error: --seeds must be integers, got abc"),
+    ("--setting=generalization", "error: the generalization setting holds out MMLU-Redux subjects"),
+    ("--method_option=gdesigner.iterations", "error: --method_option must look like METHOD.FIELD=VALUE"),
     ("--no_such_flag=1", "error: Unknown command line flag 'no_such_flag'"),
 ])
 def test_bad_flags_exit_non_zero_with_one_clear_line_and_write_nothing(tmp_path, bad, message):
-  proc = _script(bad, f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}", "--wandb=false")
+  proc = _script(bad, f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}")
   assert proc.returncode == 2, proc.stderr
   assert proc.stderr.strip().splitlines()[-1].startswith(message), proc.stderr
   assert "Traceback" not in proc.stderr
@@ -146,7 +148,7 @@ def test_bad_flags_exit_non_zero_with_one_clear_line_and_write_nothing(tmp_path,
 def test_missing_key_for_a_real_endpoint_is_one_clear_line(tmp_path):
   env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
   proc = subprocess.run([sys.executable, str(REPO_DIR / "experiments" / "reproduce_table1.py"),
-                         "--backend=openrouter", "--limit=1", "--benchmarks=mmlu_redux", "--wandb=false",
+                         "--backend=openrouter", "--limit=1", "--benchmarks=mmlu_redux", "--methods=base",
                          f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}"],
                         capture_output=True, text=True, timeout=120, cwd=REPO_DIR,
                         env=dict(env, PYTHONPATH=str(REPO_DIR)))
@@ -158,26 +160,30 @@ def test_missing_key_for_a_real_endpoint_is_one_clear_line(tmp_path):
 @pytest.mark.slow
 def test_reproduce_table1_end_to_end_on_the_sim_over_http(tmp_path):
   out = tmp_path / "out"
-  args = ("--benchmarks=mmlu_redux", "--limit=3", "--wandb=false", "--progress=false",
-          f"--out_dir={out}", f"--run_root={tmp_path / 'runs'}")
+  args = ("--methods=base,sc", "--benchmarks=mmlu_redux", "--limit=3", "--progress=false", f"--out_dir={out}",
+          f"--run_root={tmp_path / 'runs'}")
   proc = _script(*args, env_extra={"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")})
   assert proc.returncode == 0, proc.stderr[-3000:]
   record = json.loads((out / "table1_limit3.json").read_text())
-  assert set(record["cells"]) == {f"{m}|mmlu_redux|{p}" for m in ("base", "cot", "sc", "sc_cot")
+  assert set(record["cells"]) == {f"{m}|mmlu_redux|{p}|main|seed0" for m in ("base", "sc")
                                   for p in ("gpt-5-mini", "qwen3-80b")}
   for cell in record["cells"].values():
-    assert cell["n"] == 3 and cell["cost_usd"] > 0 and 0 <= cell["accuracy"] <= 100
-  assert record["cells"]["sc|mmlu_redux|gpt-5-mini"]["n_calls"] == 15
+    assert cell["n"] == 3 and cell["cost_usd"] > 0 and 0 <= cell["accuracy"] <= 100 and cell["training"] is None
+    assert len(cell["outcomes"]["correct"]) == 3 and len(cell["ci95"]) == 2
+  assert record["cells"]["sc|mmlu_redux|gpt-5-mini|main|seed0"]["n_calls"] == 15
+  assert str(REPO_DIR) not in json.dumps(record)  # no machine paths: data and split files are repo-relative
   assert record["provenance"]["backend"] == "sim" and "simulated" in record["provenance"]["label"]
   md = (out / "table1_limit3.md").read_text()
   assert "simulated pool" in md.splitlines()[0]
   assert "--limit=3" in md and record["provenance"]["data_sha256"]["mmlu_redux"]
+  for table in ("table4_limit3.md", "table11_limit3.md"):
+    assert (out / table).read_text().startswith("# Table")
   # A rerun replays from the response cache and run dirs: identical numbers, nothing recomputed.
   proc2 = _script(*args, env_extra={"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")})
   assert proc2.returncode == 0, proc2.stderr[-3000:]
   record2 = json.loads((out / "table1_limit3.json").read_text())
-  assert {k: (c["accuracy"], c["cost_usd"]) for k, c in record2["cells"].items()} == \
-         {k: (c["accuracy"], c["cost_usd"]) for k, c in record["cells"].items()}
+  assert {k: (c["accuracy"], c["cost_usd"], c["outcomes"]) for k, c in record2["cells"].items()} == \
+         {k: (c["accuracy"], c["cost_usd"], c["outcomes"]) for k, c in record["cells"].items()}
 
 
 def test_wandb_writer_runs_offline_and_never_sees_a_secret(tmp_path, monkeypatch):
@@ -194,24 +200,14 @@ def test_wandb_writer_runs_offline_and_never_sees_a_secret(tmp_path, monkeypatch
   assert not leaked
 
 
-def test_jsonl_writer_and_table_markdown(tmp_path):
+def test_jsonl_writer_writes_null_for_non_finite_values(tmp_path):
   from hieramas_jax.experiment.writers import JsonlWriter
-  from hieramas_jax.report.table1 import cell_key, table1_markdown
   w = JsonlWriter(tmp_path)
   w.write_scalars(1, {"accuracy": float("nan")})
   w.write_summary({"accuracy": 50.0})
   w.close()
   assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "accuracy": None}
-  cells = {cell_key(m, "math", p): {"accuracy": acc, "cost_usd": 0.5, "n": 90}
-           for m, acc in (("base", 70.0), ("sc", 80.0)) for p in ("gpt-5-mini", "qwen3-80b")}
-  record = {"methods": ["base", "sc"], "benchmarks": ["math"], "pools": ["gpt-5-mini", "qwen3-80b"],
-            "split": "test", "limit": None, "cells": cells,
-            "provenance": {"backend": "sim", "label": "simulated pool (x)", "seed": 0, "command": "python x.py"}}
-  md = table1_markdown(record)
-  assert md.splitlines()[0] == "# Table 1 (first methods) - simulated pool"
-  assert "| Self-Consistency | 80.00 ($0.5000, n=90) | 80.00 ($0.5000, n=90) | 80.00 | $1.0000 |" in md
-  assert "| Base | 77.78 | 74.44 |" in md  # the paper's rows for reference
-  assert "python x.py" in md
+  assert json.loads((tmp_path / "summary.json").read_text()) == {"accuracy": 50.0}
 
 
 def _sim_flags():

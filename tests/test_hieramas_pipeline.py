@@ -1,9 +1,10 @@
 """HieraMAS end to end on the simulated pool over real HTTP: encoder -> stage 1 -> stage 2 -> inference.
 
-One tiny configuration (MMLU-Redux, a handful of queries, a few steps, K = 8) is trained once as the
-reference; other tests compare against it: an independent rerun with the same seed (no response
-cache, so every call really goes to the sim again), a run killed during stage 1 and resumed, the
-stage-1 checkpoint that stage 2 loads, and the two inference ablations.
+One tiny configuration (MMLU-Redux, a handful of queries, a few steps, K = 8) is trained once through the
+runner (`experiment.runner`, the path every method takes) as the reference; other tests compare against
+it: an independent rerun with the same seed (no response cache, so every call really goes to the sim
+again), a run killed during stage 1 and resumed, the stage-1 checkpoint that stage 2 loads, and the two
+inference ablations.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import shutil
 import numpy as np
 import pytest
 
-from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.benchmarks.splits import load_split
 from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.runner import Cell, TableSpec, cell_dir, run_table, table_root
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import stage1 as stage1_lib
 from hieramas_jax.learn import stage2 as stage2_lib
@@ -29,18 +31,18 @@ from hieramas_jax.methods import RunContext, make_method
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup
-from hieramas_jax.methods.hieramas.run import train_and_evaluate
+from hieramas_jax.report.hieramas import chosen, read_items
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
 pytestmark = pytest.mark.slow
 
 # MMLU-Redux: graded by letter extraction, instantly (MATH's symbolic grading is serialised in one worker).
-ITEMS = load_items("mmlu_redux")
-TRAIN, VAL, TEST = ITEMS[100:106], ITEMS[200:202], ITEMS[300:303]
+TRAIN, VAL, TEST = (load_split("mmlu_redux", p)[:n] for p, n in (("train", 6), ("val", 2), ("test", 3)))
 R = 8
 TINY = HieraMASConfig(benchmark="mmlu_redux", pool="gpt-5-mini", stage1_steps=3, stage1_batch=2, stage1_val_every=2,
                       stage1_checkpoint_every=1, k_pool=8, stage2_graphs=3, stage2_epochs=2, stage2_batch=4,
                       stage2_patience=2, max_queries=16, stage2_drop_ties=False)  # 6 queries: keep all for stage 2
+CELL_FIELDS = ("benchmark", "pool", "seed")
 
 
 class Killed(Exception):
@@ -65,128 +67,146 @@ def sim():
   handle.close()
 
 
-async def _pipeline(sim, run_dir, out_dir, cfg=TINY):
+def _spec(cfg=TINY, tag="", load_from=None):
+  return TableSpec(("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,), {cfg.benchmark: len(TRAIN)},
+                   len(VAL), len(TEST), {"hieramas": {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}},
+                   tag, load_from or {})
+
+
+async def _pipeline(sim, run_root, cfg=TINY, **spec_kwargs):
   endpoint = sim_endpoint(sim.base_url)
   async with LLMClient(endpoint) as client:  # no response cache: every call reaches the sim
     backend = Backend(client, endpoint, None)
-    return await train_and_evaluate(cfg, backend, train=TRAIN, val=VAL, test=TEST, run_dir=run_dir, out_dir=out_dir,
-                                    flags={"test": True}, use_wandb=False, progress=False)
+    table = await run_table(_spec(cfg, **spec_kwargs), {cfg.seed: backend}, run_root=run_root, flags={"test": True},
+                            progress=False)
+  (cell,) = table["cells"].values()
+  return cell
+
+
+def _run_dir(sim, run_root, tag="") -> pathlib.Path:
+  root = table_root(run_root, sim_endpoint(sim.base_url).name)
+  return cell_dir(root, Cell("hieramas", TINY.benchmark, TINY.pool, "main", TINY.seed, tag))
 
 
 def _outcome(run_dir: pathlib.Path):
   """Everything a run decides: best checkpoint, stage-2 labels, chosen graphs and LLMs, scores."""
-  best = json.loads((run_dir / "checkpoints/stage1/best.json").read_text())
-  stage2 = json.loads((run_dir / "checkpoints/stage2/done.json").read_text())
-  data = np.load(run_dir / "stage2_data.npz")
-  chosen = [json.loads(l) for l in (run_dir / "chosen.jsonl").read_text().splitlines()]
-  scores = [json.loads(l)["trace"]["graph_score"] for l in (run_dir / "items.jsonl").read_text().splitlines()]
+  state = run_dir / "state"
+  best = json.loads((state / "checkpoints/stage1/best.json").read_text())
+  stage2 = json.loads((state / "checkpoints/stage2/done.json").read_text())
+  data = np.load(state / "stage2_data.npz")
+  records = read_items(run_dir)
+  scores = [r["trace"]["graph_score"] for r in records]
   return (best, stage2["params_sha256"], data["labels"].tolist(), data["adjacency"].tolist(),
-          sorted(json.dumps(c, sort_keys=True) for c in chosen), sorted(scores))
+          sorted(json.dumps(c, sort_keys=True) for c in chosen(records)), sorted(scores))
 
 
 @pytest.fixture(scope="module")
 def reference(sim, tmp_path_factory):
   root = tmp_path_factory.mktemp("hieramas-ref")
-  record = asyncio.run(_pipeline(sim, root / "run", root / "out"))
-  return root, record
+  cell = asyncio.run(_pipeline(sim, root))
+  return root, cell
 
 
-def test_tiny_config_runs_encoder_stage1_stage2_inference_end_to_end(reference):
-  root, record = reference
-  run_dir = root / "run"
-  written = json.loads((root / "out" / "hieramas_mmlu_redux_gpt-5-mini.json").read_text())
-  assert written["n"] == len(TEST) == record["n"] and 0.0 <= written["accuracy"] <= 100.0
-  assert written["provenance"]["backend"] == "sim" and "simulated pool" in written["provenance"]["label"]
-  assert written["cost_usd"] > 0 and np.isfinite(written["mean_system_reward"])
-  assert written["fit"]["stage1_best"]["step"] in (2, 3)
-  assert written["fit"]["stage2"]["queries"] == len(TRAIN) and written["fit"]["stage2"]["graphs_per_query"] == 3
-  # Every position of every role was chosen once per test query.
-  prefs = written["llm_preferences"]
-  assert sum(prefs["synthesizer"].values()) == len(TEST) * R and sum(prefs["proposer"].values()) == len(TEST) * 2 * R
-  for name in ("config.json", "metrics.jsonl", "items.jsonl", "traces.jsonl", "chosen.jsonl", "summary.json"):
+def test_tiny_config_runs_encoder_stage1_stage2_inference_end_to_end(reference, sim):
+  root, cell = reference
+  run_dir = _run_dir(sim, root)
+  assert cell["n"] == len(TEST) and 0.0 <= cell["accuracy"] <= 100.0 and cell["cost_usd"] > 0
+  assert cell["sizes"] == {"train": len(TRAIN), "val": len(VAL), "test": len(TEST)}
+  assert cell["fit"]["stage1_best"]["step"] in (2, 3)
+  assert cell["fit"]["stage2"]["queries"] == len(TRAIN) and cell["fit"]["stage2"]["graphs_per_query"] == 3
+  # Training cost: every stage-1, validation and stage-2 rollout's calls, separate from the test queries'.
+  training_cost = cell["training"]["cost_usd"]
+  assert training_cost > 0 and cell["training"]["calls"] > cell["n_calls"]
+  for name in ("config.json", "metrics.jsonl", "items.jsonl", "traces.jsonl", "summary.json", "fit.json"):
     assert (run_dir / name).exists(), name
   metrics = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
   assert {m["step"] for m in metrics if "stage1/loss" in m} == {1, 2, 3}
   assert any("stage1/val_accuracy" in m for m in metrics) and any("stage2/train_loss" in m for m in metrics)
-  assert any("test/accuracy" in m for m in metrics)
-  for c in (json.loads(l) for l in (run_dir / "chosen.jsonl").read_text().splitlines()):
+  records = read_items(run_dir)
+  for c in chosen(records):
     assert 0 <= c["graph_index"] < TINY.num_candidates and len(c["choices"]) == R
+  # Every position of every role was chosen once per test query.
+  from hieramas_jax.report.hieramas import preferences  # pylint: disable=import-outside-toplevel
+  prefs = preferences(records, Setup.make("mmlu_redux", get_pool("gpt-5-mini"), 2).roles)
+  assert sum(prefs["synthesizer"].values()) == len(TEST) * R and sum(prefs["proposer"].values()) == len(TEST) * 2 * R
 
 
 def test_inference_runs_the_argmax_of_all_k_candidates_scored_at_once(reference, sim):
   root, _ = reference
-  method = make_method("hieramas", config=TINY, run_dir=root / "run", progress=False)
-  method.load()
+  method = make_method("hieramas", config=TINY)
+  method.load(_run_dir(sim, root) / "state")
   emb = method.embeddings
   # The unprepared path over the raw pool must agree with the method's prepared, jitted scoring.
   scores = np.asarray(gcn_lib.score_candidates(method.scorer_params, emb.queries(TEST), emb.role_emb,
                                                method.pool.adjacency, method.pool.node_mask, net=method._scorer))
   assert scores.shape == (len(TEST), TINY.num_candidates)
-  chosen = {json.loads(l)["item_id"]: json.loads(l) for l in (root / "run/chosen.jsonl").read_text().splitlines()}
+  picked = {c["item_id"]: c for c in chosen(read_items(_run_dir(sim, root)))}
   method.choose(TEST[0])
   compiled = (stage1_lib.greedy._cache_size(), gcn_lib.score_prepared._cache_size())
   for item, row in zip(TEST, scores):
     _, method_scores = method.choose(item)
     np.testing.assert_allclose(method_scores, row, rtol=1e-5, atol=1e-5)
-    assert chosen[item.id]["graph_index"] == int(np.argmax(row))
+    assert picked[item.id]["graph_index"] == int(np.argmax(row))
   # Fixed shapes per query: new queries never recompile the policy or the scorer.
   assert (stage1_lib.greedy._cache_size(), gcn_lib.score_prepared._cache_size()) == compiled
 
 
 def test_same_seed_gives_the_same_configurations_graphs_and_scores(reference, sim, tmp_path):
-  root, _ = reference
-  asyncio.run(_pipeline(sim, tmp_path / "run", tmp_path / "out"))
-  assert _outcome(tmp_path / "run") == _outcome(root / "run")
+  root, cell = reference
+  again = asyncio.run(_pipeline(sim, tmp_path))
+  assert _outcome(_run_dir(sim, tmp_path)) == _outcome(_run_dir(sim, root))
+  assert again["training"]["cost_usd"] == pytest.approx(cell["training"]["cost_usd"])
+  assert again["outcomes"] == cell["outcomes"]
 
 
 def test_a_run_killed_during_stage1_resumes_to_the_same_final_result(reference, sim, tmp_path):
   root, _ = reference
-  run_dir = tmp_path / "run"
+  run_dir = _run_dir(sim, tmp_path)
 
   async def killed():
     endpoint = sim_endpoint(sim.base_url)
     async with LLMClient(endpoint) as client:
-      ctx = RunContext(client, get_pool(TINY.pool), TINY.seed)
-      method = make_method("hieramas", config=TINY, run_dir=run_dir, writer=KillAt(2), progress=False)
-      await method.fit(TRAIN, VAL, ctx=ctx)
+      ctx = RunContext(client, get_pool(TINY.pool), TINY.seed, state_dir=run_dir / "state", writer=KillAt(2))
+      await make_method("hieramas", config=TINY).fit(TRAIN, VAL, ctx)
 
   with pytest.raises(Killed):
     asyncio.run(killed())
-  assert not (run_dir / "checkpoints/stage1/best.json").exists()  # killed before the first validation
-  asyncio.run(_pipeline(sim, run_dir, tmp_path / "out"))
+  assert not (run_dir / "state/checkpoints/stage1/best.json").exists()  # killed before the first validation
+  asyncio.run(_pipeline(sim, tmp_path))
   metrics = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
   assert [m["step"] for m in metrics if "stage1/loss" in m] == [2, 3]  # resumed after step 1's checkpoint
-  assert _outcome(run_dir) == _outcome(root / "run")
+  assert _outcome(run_dir) == _outcome(_run_dir(sim, root))
 
 
-def test_stage2_loads_the_best_stage1_checkpoint_and_refuses_a_wrong_one(reference, tmp_path):
+def test_stage2_loads_the_best_stage1_checkpoint_and_refuses_a_wrong_one(reference, sim, tmp_path):
   root, _ = reference
   cfg = TINY
-  method = make_method("hieramas", config=cfg, run_dir=root / "run", progress=False)
+  state_dir = _run_dir(sim, root) / "state"
+  method = make_method("hieramas", config=cfg)
   emb = method.embeddings
-  best = json.loads((root / "run/checkpoints/stage1/best.json").read_text())
-  state = training.load_best_policy(cfg, emb, root / "run")
+  best = json.loads((state_dir / "checkpoints/stage1/best.json").read_text())
+  state = training.load_best_policy(cfg, emb, state_dir)
   assert training.params_sha256(state.params) == best["params_sha256"]
   assert training.params_sha256(state.params) != training.params_sha256(training.fresh_policy_state(cfg, emb).params)
   # Stage 2 ran the frozen greedy policy of exactly that checkpoint.
-  data = np.load(root / "run/stage2_data.npz")
+  data = np.load(state_dir / "stage2_data.npz")
   greedy = np.asarray(stage1_lib.greedy(state, emb.policy_inputs(emb.query_role(TRAIN))))
   np.testing.assert_array_equal(greedy, data["choices"])
   # A record that does not match what is on disk is an error, not a silent fresh policy.
-  broken = tmp_path / "run"
-  shutil.copytree(root / "run/checkpoints", broken / "checkpoints")
+  broken = tmp_path / "state"
+  shutil.copytree(state_dir / "checkpoints", broken / "checkpoints")
   (broken / "checkpoints/stage1/best.json").write_text(json.dumps({**best, "params_sha256": "0" * 64}))
   with pytest.raises(training.TrainingError, match="not what was saved"):
     training.load_best_policy(cfg, emb, broken)
 
 
 def test_ablations_vote_over_three_random_graphs_or_put_the_strong_model_everywhere(reference, sim):
-  root, _ = reference
+  root, cell = reference
   item = TEST[0]
 
   async def solve(cfg):
-    method = make_method("hieramas", config=cfg, run_dir=root / "run", progress=False)
-    method.load()
+    method = make_method("hieramas", config=cfg)
+    method.load(_run_dir(sim, root) / "state")
     async with LLMClient(sim_endpoint(sim.base_url)) as client:
       return await method.solve(RunContext(client, get_pool(cfg.pool), cfg.seed), item)
 
@@ -197,6 +217,11 @@ def test_ablations_vote_over_three_random_graphs_or_put_the_strong_model_everywh
   strong = asyncio.run(solve(HieraMASConfig(**{**TINY.to_json(), "llm_mode": "strong"})))
   assert {c.model for c in strong.calls} == {"gpt-5-mini"}
   assert len(strong.calls) == R * 3 + 1  # no skips: every role, W = 2 proposers + synthesizer, decision
+  # Through the runner, an inference-only ablation loads the untagged cell's fit instead of training.
+  wo_graph = asyncio.run(_pipeline(sim, root, HieraMASConfig(**{**TINY.to_json(), "graph_mode": "random_vote"}),
+                                   tag="wo_graph", load_from={"hieramas": "main"}))
+  assert wo_graph["loaded_from"] == cell["run_dir"] and wo_graph["training"] is None
+  assert not (_run_dir(sim, root, "wo_graph") / "state").exists()
 
 
 def test_stage2_without_contrast_keeps_the_seeded_classifier_and_says_why(tmp_path):

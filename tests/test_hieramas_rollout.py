@@ -19,7 +19,7 @@ from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.methods.hieramas.config import HieraMASConfig, HieraMASConfigError
 from hieramas_jax.methods.hieramas.rollout import Setup, batch_rewards, run_rollout, run_rollouts
-from hieramas_jax.methods.hieramas.run import results_name
+from hieramas_jax.report.hieramas import results_name
 from hieramas_jax.methods.hieramas.training import batch_indices
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
@@ -129,5 +129,6 @@ def test_config_rejects_bad_values_with_one_clear_message_and_tags_name_results(
     HieraMASConfig(k_pool=2)
   assert HieraMASConfig(benchmark="math").num_candidates == 100
   assert HieraMASConfig().num_candidates == 200 and HieraMASConfig(k_pool=50).num_candidates == 50
-  assert results_name(HieraMASConfig(k_pool=50), "k{k_pool}") == "hieramas_mmlu_redux_gpt-5-mini_k50"
-  assert results_name(HieraMASConfig(benchmark="math", pool="qwen3-80b")) == "hieramas_math_qwen3-80b"
+  cfg = HieraMASConfig(k_pool=50)
+  assert results_name(cfg.benchmark, cfg.pool, "k{k_pool}".format(**cfg.to_json())) == "hieramas_mmlu_redux_gpt-5-mini_k50"
+  assert results_name("math", "qwen3-80b") == "hieramas_math_qwen3-80b"

@@ -18,10 +18,14 @@ MATH = load_items("math")[0]
 CODE = load_items("humaneval_plus")[0]
 
 
-def test_registry_knows_the_first_methods_and_rejects_others_clearly():
-  assert {"base", "cot", "sc", "sc_cot"} <= set(known_methods())
+def test_registry_knows_every_table1_method_and_rejects_others_clearly():
+  assert {"base", "cot", "sc", "sc_cot", "full_graph", "random_graph", "gdesigner", "masrouter", "aflow", "hieramas",
+          "static_search", "random_config"} <= set(known_methods())
   assert make_method("sc_cot").name == "sc_cot"
-  with pytest.raises(UnknownMethodError, match=r"unknown method 'scc'; known: base, cot, .*sc, sc_cot"):
+  # Methods built per cell take the cell; the others ignore it.
+  assert make_method("base", benchmark="math", pool="gpt-5-mini", seed=3).name == "base"
+  assert make_method("gdesigner", benchmark="math", pool="gpt-5-mini", seed=3).describe()["seed"] == 3
+  with pytest.raises(UnknownMethodError, match=r"unknown method 'scc'; known: aflow, base, cot, .*sc, sc_cot"):
     make_method("scc")
   with pytest.raises(UnknownMethodError):
     check_method_names(["base", "debate?"])

@@ -1,16 +1,15 @@
-"""Oracle search and regret: planted best configuration found, regret arithmetic, resume, real runner."""
+"""Oracle search (static_search's fit): planted best configuration found, plan, resume, real MAS runner."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 
 import numpy as np
 import pytest
 
 from hieramas_jax.benchmarks.data import load_items
-from hieramas_jax.experiment import oracle
+from hieramas_jax.methods.static_search import search as oracle
 from hieramas_jax.learn.rewards import system_reward
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import RunSettings, build_config
@@ -90,32 +89,6 @@ def test_plan_spends_the_budget_and_refuses_one_too_small():
     oracle.plan_search(500, 200, min_items=16, min_candidates=50)
 
 
-def test_regret_arithmetic():
-  assert oracle.regret(1.0, 0.9, 0.0) == (pytest.approx(0.1), None)
-  assert oracle.regret(0.5, 0.2, -0.5) == (pytest.approx(0.3), None)
-  value, _ = oracle.regret(0.2, 0.4, -0.8)  # learning beats the best static configuration
-  assert value == pytest.approx(-0.2)
-  assert oracle.regret(0.3, None, 0.1) == (None, "no learned result")
-  value, reason = oracle.regret(0.1, 0.0, 0.1)
-  assert value is None and "does not beat random" in reason
-
-
-def test_learned_reward_is_read_from_the_hieramas_result_or_explained(tmp_path):
-  record = {"oracle_reward": 0.4, "random_reward": -0.6, "benchmark": "math", "pool": "gpt-5-mini",
-            "endpoint": "sim:seed0:abcdef123456", "test_items": 90}
-  missing = oracle.with_regret(record, tmp_path)
-  assert missing["learned_reward"] is None and missing["regret"] is None
-  assert "not found" in missing["learned_missing_reason"]
-  (tmp_path / "hieramas_math_gpt-5-mini.json").write_text(json.dumps({
-      "test": {"mean_system_reward": 0.36}, "run_dir": "runs/hieramas/sim-seed0-abcdef123456/math",
-      "sizes": {"test": 40}}))
-  found = oracle.with_regret(record, tmp_path)
-  assert found["learned_on_same_sim"] is True
-  assert found["learned_test_items"] == 40 and found["learned_on_full_test"] is False
-  assert found["learned_reward"] == 0.36 and found["regret"] == pytest.approx(0.04)
-  assert found["meets_goal"] is True and found["learned_source"].endswith("test.mean_system_reward")
-
-
 def test_a_rerun_resumes_from_the_evaluation_file_and_runs_nothing_again(tmp_path):
   space = _math_space()
   golden_key = oracle.config_key(_golden(space, "structured:llama-8b-alone-Inspector").to_mas(space), RunSettings())
@@ -188,8 +161,6 @@ def test_skipped_roles_collapse_to_one_configuration_key():
   c = oracle.Candidate(np.array([[0, 1, 2], [5, 6, 7], [3, skip, 4]]), 0, "x")
   keys = [oracle.config_key(x.to_mas(space), RunSettings()) for x in (a, b, c)]
   assert keys[0] == keys[1] != keys[2]
-  with pytest.raises(oracle.OracleError, match="test split"):
-    oracle.load_oracle_items("math", ("train", "test"))
 
 
 def test_against_the_sim_the_strong_model_solves_more_and_the_cheap_one_costs_less():
@@ -224,9 +195,3 @@ def test_standard_error_is_clustered_by_item():
   assert score.stderr == pytest.approx(1.0)
   unclustered = oracle.score_outcomes([solved, solved, failed, failed])
   assert unclustered.items == 4 and unclustered.stderr == pytest.approx(np.std([1, 1, -1, -1], ddof=1) / 2)
-
-
-def test_regret_standard_error_by_the_delta_method():
-  # O = 1, L = 0.5, R = 0: regret 0.5; d/dO = 0.5, d/dL = -1, d/dR = 0.5.
-  se = oracle.regret_stderr(1.0, 0.5, 0.0, 0.1, 0.2, 0.1)
-  assert se == pytest.approx(np.sqrt((0.5 * 0.1)**2 + 0.2**2 + (0.5 * 0.1)**2))

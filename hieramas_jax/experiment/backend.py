@@ -63,7 +63,7 @@ def sim_endpoint_name(seed: int) -> str:
 
 @contextlib.asynccontextmanager
 async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
-                       cache_root: str | os.PathLike | None = None) -> AsyncIterator[Backend]:
+                       cache_root: str | os.PathLike | None = None, sim_process: bool = False) -> AsyncIterator[Backend]:
   """Yields a `Backend` for the run described by the shared backend flags.
 
   Args:
@@ -71,14 +71,16 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     seed: the run's seed; also the embedded sim's seed and the client's jitter seed.
     use_cache: keep the on-disk response cache (a rerun replays, a killed run resumes for free).
     cache_root: defaults to `paths.cache_dir()`.
+    sim_process: serve the embedded sim from its own process instead of a thread (its own core: a
+      large run is CPU-bound on both sides); same endpoint name, so cached answers stay valid.
   """
   handle = None
   cache = None
   try:
     sim_name = sim_endpoint_name(seed)
     if flag_values.backend == "sim" and not flag_values.base_url:
-      from hieramas_jax.sim.server import SimConfig, start_sim_in_thread  # pylint: disable=import-outside-toplevel
-      handle = start_sim_in_thread(SimConfig(seed=seed))
+      from hieramas_jax.sim.server import SimConfig, start_sim_in_thread, start_sim_subprocess  # pylint: disable=import-outside-toplevel
+      handle = (start_sim_subprocess if sim_process else start_sim_in_thread)(SimConfig(seed=seed))
       base_url = handle.base_url
     else:
       base_url = None

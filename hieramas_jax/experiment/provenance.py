@@ -12,7 +12,8 @@ import sys
 from typing import Any, Iterable, Mapping
 
 from hieramas_jax.benchmarks.data import data_sha256
-from hieramas_jax.fileio import atomic_write_text  # re-exported: results writers import it from here
+# Re-exported: results writers import them from here.
+from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # noqa: F401  pylint: disable=unused-import
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
 from hieramas_jax.paths import REPO_DIR
 
@@ -80,10 +81,6 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
   if backend == "sim":
     prov["label"] = SIMULATED_LABEL
   return prov
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-  atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
 def update_json_key(path: str | os.PathLike, key: str, value: Any) -> None:

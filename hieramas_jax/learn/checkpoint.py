@@ -8,6 +8,7 @@ here ask for `restore_best` explicitly.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 from typing import Any
@@ -16,6 +17,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+
+
+def params_sha256(tree: Any) -> str:
+  """A fingerprint of a parameter pytree (leaf order, shapes, dtypes and bytes)."""
+  digest = hashlib.sha256()
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    arr = np.asarray(leaf)
+    digest.update(jax.tree_util.keystr(path).encode())
+    digest.update(str(arr.dtype).encode() + str(arr.shape).encode())
+    digest.update(np.ascontiguousarray(arr).tobytes())
+  return digest.hexdigest()
 
 
 class CheckpointError(RuntimeError):

@@ -165,14 +165,16 @@ class AgentOutput:
   text: str
 
 
-def _question_block(item: Item, *, cot: bool) -> str:
+def question_block(item: Item, *, cot: bool) -> str:
+  """The question, the benchmark's answer format and (cot) the step-by-step request: every prompt's core."""
   parts = [item.question.rstrip(), "", ANSWER_FORMAT[item.benchmark]]
   if cot:
     parts.append(STEP_BY_STEP)
   return "\n".join(parts)
 
 
-def _agent_blocks(outputs: Sequence[AgentOutput]) -> str:
+def agent_blocks(outputs: Sequence[AgentOutput]) -> str:
+  """Other agents' outputs as "### Response from Agent k (Role):" blocks (the suite's own wording)."""
   blocks = []
   for out in outputs:
     label = f"Agent {out.index} ({out.role})" if out.role else f"Agent {out.index}"
@@ -184,7 +186,7 @@ def single_model_messages(item: Item, *, cot: bool) -> list[dict]:
   """Base (cot=False: answer directly) and CoT (cot=True) prompts of the single-model baselines."""
   check_benchmark(item.benchmark)
   return [{"role": "system", "content": HELPFUL_ASSISTANT},
-          {"role": "user", "content": _question_block(item, cot=cot)}]
+          {"role": "user", "content": question_block(item, cot=cot)}]
 
 
 def agent_messages(item: Item, role: str, inputs: Sequence[AgentOutput] = (), *, cot: bool = True
@@ -195,10 +197,10 @@ def agent_messages(item: Item, role: str, inputs: Sequence[AgentOutput] = (), *,
   later agents read.
   """
   check_role(item.benchmark, role)
-  user = _question_block(item, cot=cot)
+  user = question_block(item, cot=cot)
   if inputs:
     user += ("\n\nHere are the responses of other agents to this question. Use them critically:\n\n"
-             + _agent_blocks(inputs))
+             + agent_blocks(inputs))
   return [{"role": "system", "content": role_system_line(role)},
           {"role": "user", "content": user}]
 
@@ -212,16 +214,16 @@ def synthesizer_messages(item: Item, role: str | None, proposals: Sequence[str])
     check_role(item.benchmark, role)
     system += "\n\n" + role_system_line(role)
   blocks = "\n\n".join(f"### Proposal {k}:\n{p.strip()}" for k, p in enumerate(proposals, 1))
-  user = f"{_question_block(item, cot=False)}\n\nResponses from models:\n\n{blocks}"
+  user = f"{question_block(item, cot=False)}\n\nResponses from models:\n\n{blocks}"
   return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def decision_messages(item: Item, outputs: Sequence[AgentOutput]) -> list[dict]:
   """The final decision node: the question plus the agents' outputs, the answer in the benchmark format."""
   check_benchmark(item.benchmark)
-  user = _question_block(item, cot=False)
+  user = question_block(item, cot=False)
   if outputs:
-    user += "\n\nHere are the responses of the agents:\n\n" + _agent_blocks(outputs)
+    user += "\n\nHere are the responses of the agents:\n\n" + agent_blocks(outputs)
   user += "\n\nGive the final answer in the required format."
   return [{"role": "system", "content": DECISION_PROMPT}, {"role": "user", "content": user}]
 

@@ -1,14 +1,26 @@
-"""The Method protocol, the per-run context every method receives, and the registry by name.
+"""The one method interface, the per-run context every method receives, and the registry by name.
 
-Every Table 1 method is one class with `name` and `async solve(ctx, item) -> Trace`; learned
-methods add `fit(train, val)`. The experiment code only ever sees this interface, so adding a
-method never touches the runner.
+Every Table 1 method is one object with
+
+  name                                 its registry name
+  trainable                            whether `fit` does anything (the runner skips fitting when not)
+  describe() -> dict                   what identifies it (goes into each cell's config.json)
+  async fit(train, val, ctx) -> dict   learns; saves its state under `ctx.state_dir`, resumes from it;
+                                       returns a JSON summary of the fit
+  load(state_dir) -> None              restores what a finished `fit` saved there
+  async prepare(items, ctx) -> None    optional precomputation before solving (embeddings, in a thread)
+  async solve(ctx, item) -> Trace      answers one query
+
+Methods import `mas`, `learn`, `llm`, `benchmarks` and never the experiment or report layers: the
+runner (`experiment/runner.py`) is the only code that drives them, so adding a method never touches it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+import pathlib
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.llm.registry import PoolSetting
@@ -16,29 +28,107 @@ from hieramas_jax.mas.runtime import ChatClient, RunSettings
 from hieramas_jax.mas.trace import Trace
 
 
+class ScalarWriter(Protocol):
+  """What a method may log training curves to (the experiment layer's metric writers)."""
+
+  def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
+    ...
+
+
 @dataclasses.dataclass(frozen=True)
 class RunContext:
-  """What a method may use while solving: nothing else (no globals).
+  """What a method may use while fitting or solving: nothing else (no globals).
 
   Attributes:
-    client: the run's one LLMClient.
+    client: the run's one LLMClient (during `fit`, wrapped by the runner so training calls are totalled).
     pool: the Table 1 setting (which models may be used, which is the strong backbone).
     seed: the run's seed (learned methods derive their keys from it).
     settings: sampling settings shared by MAS calls (temperature 0.2, max_tokens 2048).
+    state_dir: where `fit` keeps its state (checkpoints, search records) and resumes from; None when
+      solving only.
+    bound: the run's one global bound on queries in flight, shared by every cell; a method that runs
+      training queries takes one slot per query (never nested inside another slot).
+    writer: where `fit` logs training curves (None: nowhere).
+    progress: whether `fit` may show progress bars.
+    checkpoint: call it right after saving state at a quiescent point (no training query in flight):
+      the runner then persists the training cost so far, so a resumed fit counts every call once.
   """
 
   client: ChatClient
   pool: PoolSetting
   seed: int = 0
   settings: RunSettings = RunSettings()
+  state_dir: pathlib.Path | None = None
+  bound: asyncio.Semaphore | None = None
+  writer: ScalarWriter | None = None
+  progress: bool = False
+  checkpoint: Callable[[], None] | None = None
+
+  def commit(self) -> None:
+    """Marks a quiescent checkpoint (see `checkpoint`)."""
+    if self.checkpoint is not None:
+      self.checkpoint()
+
+  def query_bound(self, default: int) -> asyncio.Semaphore:
+    """The global bound, or a fresh one of `default` slots when the caller gave none (library use)."""
+    return self.bound if self.bound is not None else asyncio.Semaphore(default)
+
+  def require_state_dir(self, method: str) -> pathlib.Path:
+    if self.state_dir is None:
+      raise MethodError(f"{method}.fit needs ctx.state_dir (where its state is saved and resumed from)")
+    path = pathlib.Path(self.state_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+  def log(self, step: int, scalars: Mapping[str, float]) -> None:
+    if self.writer is not None:
+      self.writer.write_scalars(step, scalars)
+
+
+class MethodError(RuntimeError):
+  """A method used wrongly (solve before fit or load, a state directory that does not match)."""
 
 
 @runtime_checkable
 class Method(Protocol):
   name: str
+  trainable: bool
+
+  def describe(self) -> dict[str, Any]:
+    ...
+
+  async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
+    ...
+
+  def load(self, state_dir: str | pathlib.Path) -> None:
+    ...
+
+  async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
+    ...
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     ...
+
+
+class Untrained:
+  """Mixin for methods with nothing to learn: `fit` is a no-op, `load` restores nothing."""
+
+  trainable = False
+
+  def describe(self) -> dict[str, Any]:
+    if dataclasses.is_dataclass(self):
+      return dataclasses.asdict(self)
+    return {"name": getattr(self, "name", type(self).__name__)}
+
+  async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
+    del train, val, ctx
+    return {}
+
+  def load(self, state_dir: str | pathlib.Path) -> None:
+    del state_dir
+
+  async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
+    del items, ctx
 
 
 class UnknownMethodError(KeyError):
@@ -48,27 +138,46 @@ class UnknownMethodError(KeyError):
     return f"unknown method {self.args[0]!r}; known: {', '.join(sorted(METHODS))}"
 
 
-METHODS: dict[str, Callable[..., Method]] = {}
+# Keyword arguments the runner passes to every factory: which cell the method is built for.
+CELL_ARGS = ("benchmark", "pool", "seed")
 
 
-def register(name: str) -> Callable[[Callable[..., Method]], Callable[..., Method]]:
-  """Class decorator: make a method constructible by name (`make_method(name)`)."""
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+  factory: Callable[..., Method]
+  per_cell: bool  # the factory takes benchmark / pool / seed
+
+
+METHODS: dict[str, _Entry] = {}
+
+
+def register(name: str, *, per_cell: bool = False) -> Callable[[Callable[..., Method]], Callable[..., Method]]:
+  """Decorator: make a method constructible by name.
+
+  Args:
+    name: the registry name.
+    per_cell: the factory needs the cell (`benchmark`, `pool`, `seed` keywords): learned methods
+      and anything whose structure depends on the benchmark's roles. Others never see them.
+  """
   def deco(factory):
     if name in METHODS:
       raise ValueError(f"method {name!r} registered twice")
-    METHODS[name] = factory
+    METHODS[name] = _Entry(factory, per_cell)
     return factory
   return deco
 
 
 def make_method(name: str, **kwargs: Any) -> Method:
-  """A method instance by its registry name, e.g. make_method("sc_cot")."""
+  """A method instance by its registry name, e.g. make_method("sc_cot") or
+  make_method("gdesigner", benchmark="math", pool="gpt-5-mini", seed=0, iterations=4)."""
   _load_builtin_methods()
   try:
-    factory = METHODS[name]
+    entry = METHODS[name]
   except KeyError:
     raise UnknownMethodError(name) from None
-  return factory(**kwargs)
+  if not entry.per_cell:
+    kwargs = {k: v for k, v in kwargs.items() if k not in CELL_ARGS}
+  return entry.factory(**kwargs)
 
 
 def check_method_names(names: Sequence[str]) -> list[str]:
@@ -88,4 +197,6 @@ def known_methods() -> list[str]:
 def _load_builtin_methods() -> None:
   # Importing the modules runs their @register decorators.
   from hieramas_jax.methods import self_consistency, single  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-  from hieramas_jax.methods import hieramas  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  from hieramas_jax.methods import graphs  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  from hieramas_jax.methods import hieramas, gdesigner, masrouter, aflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  from hieramas_jax.methods import static_search  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import

@@ -13,12 +13,12 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.runtime import Clock, call_llm
 from hieramas_jax.mas.trace import NO_NODE, Trace
-from hieramas_jax.methods.api import RunContext, register
+from hieramas_jax.methods.api import RunContext, Untrained, register
 from hieramas_jax.methods.voting import majority_vote
 
 
 @dataclasses.dataclass(frozen=True)
-class SelfConsistency:
+class SelfConsistency(Untrained):
   """Wang et al. (2023) self-consistency over the Base (cot=False) or CoT prompt."""
 
   cot: bool = False

@@ -8,11 +8,11 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.runtime import Clock, call_llm
 from hieramas_jax.mas.trace import NO_NODE, Trace
-from hieramas_jax.methods.api import RunContext, register
+from hieramas_jax.methods.api import RunContext, Untrained, register
 
 
 @dataclasses.dataclass(frozen=True)
-class SingleCall:
+class SingleCall(Untrained):
   """One call to one model; Base asks for the answer directly, CoT adds "Let's think step by step."
 
   Attributes:

@@ -1,79 +1,268 @@
-"""Table 1 as Markdown: accuracy, cost and n per method x benchmark x pool, with provenance.
+"""Tables 1, 3, 4 and 11 from one runner record (`experiment.runner.run_table`), with their statistics.
 
-Rebuilt from the JSON record only (`results/table1.json`), so a table can be regenerated without
-rerunning anything.
+Rebuilt from the record alone (`results/table1.json` carries each cell's per-query outcomes), so every
+table can be regenerated without rerunning anything:
+
+- Table 1 (main setting): accuracy per method x benchmark x pool in the paper's layout, the paper's
+  published figure beside ours, a 95% bootstrap interval over queries per cell (mean +- sd over seeds
+  with several seeds), and each method paired against HieraMAS on the same queries;
+- Table 3 (generalization setting): the same on the 5 held-out MMLU-Redux subjects;
+- Table 4: inference cost (USD over the test split) per method; Table 11: training cost per learned method.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from typing import Any, Mapping, Sequence
+import pathlib
+import zlib
+from typing import Any, Callable, Mapping, Sequence
 
-BENCHMARK_TITLES = {"humaneval_plus": "HumanEval+", "math": "MATH", "mmlu_redux": "MMLU-Redux"}
-POOL_TITLES = {"gpt-5-mini": "GPT-5-Mini", "qwen3-80b": "Qwen3-80B"}
-METHOD_TITLES = {"base": "Base", "cot": "CoT", "sc": "Self-Consistency", "sc_cot": "Self-Consistency+CoT"}
+import numpy as np
 
-# The paper's Table 1 rows for the methods this suite has (accuracy %, its own small test splits).
-PAPER_TABLE1: Mapping[str, Mapping[tuple[str, str], float]] = {
-    m: dict(zip([(b, p) for b in ("humaneval_plus", "math", "mmlu_redux") for p in ("gpt-5-mini", "qwen3-80b")],
-                row))
-    for m, row in {
-        "base": (89.06, 84.14, 77.78, 74.44, 92.00, 82.40),
-        "cot": (87.50, 85.94, 92.22, 90.00, 93.60, 89.60),
-        "sc": (89.06, 87.50, 93.33, 91.11, 94.40, 83.20),
-        "sc_cot": (90.62, 85.94, 94.44, 92.22, 93.60, 92.80),
-    }.items()}
+from hieramas_jax.fileio import atomic_write_json, atomic_write_text
+from hieramas_jax.report import paper
+from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES  # noqa: F401  (re-exported)
+from hieramas_jax.report.stats import bootstrap_ci, mean_sd, paired_difference
+
+REFERENCE = "hieramas"
 
 
-def cell_key(method: str, benchmark: str, pool: str) -> str:
-  return f"{method}|{benchmark}|{pool}"
+def cell_key(label: str, benchmark: str, pool: str, setting: str = "main", seed: int = 0) -> str:
+  """Same as `experiment.runner.cell_key` (the report reads records, it does not import the runner)."""
+  return f"{label}|{benchmark}|{pool}|{setting}|seed{seed}"
 
 
-def _fmt(x: float | None, spec: str) -> str:
-  return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+def correct_vector(cell: Mapping[str, Any]) -> np.ndarray:
+  return np.array([c == "1" for c in cell["outcomes"]["correct"]], np.float64)
 
 
-def table1_markdown(record: Mapping[str, Any]) -> str:
-  """The Markdown table of a table1.json record (see `experiment.table1.run_table1`)."""
-  methods: Sequence[str] = record["methods"]
-  benchmarks: Sequence[str] = record["benchmarks"]
-  pools: Sequence[str] = record["pools"]
-  cells = record["cells"]
-  prov = record["provenance"]
+def _seed_of(key: str) -> int:
+  return zlib.crc32(key.encode())
+
+
+def derive(record: Mapping[str, Any]) -> dict[str, Any]:
+  """The record plus statistics: per cell `ci95` (accuracy %) and `vs_hieramas` (paired, % points);
+  per (row, benchmark, pool, setting) over seeds `groups[...]` with mean, sd and the seeds."""
+  out = json.loads(json.dumps(record))
+  cells = out["cells"]
+  for key, c in cells.items():
+    acc = 100.0 * correct_vector(c)
+    c["ci95"] = list(bootstrap_ci(acc, seed=_seed_of(key)))
+    ref = cells.get(cell_key(REFERENCE, c["benchmark"], c["pool"], c["setting"], c["seed"]))
+    if c["label"] != REFERENCE and ref is not None and ref["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
+      c["vs_hieramas"] = paired_difference(acc, 100.0 * correct_vector(ref), seed=_seed_of(key + "|paired"))
+  groups: dict[str, dict[str, Any]] = {}
+  for c in cells.values():
+    g = groups.setdefault(f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}",
+                          {"label": c["label"], "benchmark": c["benchmark"], "pool": c["pool"],
+                           "setting": c["setting"], "seeds": [], "accuracy": [], "cost_usd": [],
+                           "training_cost_usd": []})
+    g["seeds"].append(c["seed"])
+    g["accuracy"].append(c["accuracy"])
+    g["cost_usd"].append(c["cost_usd"])
+    if c.get("training"):
+      g["training_cost_usd"].append(c["training"]["cost_usd"])
+  for g in groups.values():
+    g["accuracy_mean"], g["accuracy_sd"] = mean_sd(g["accuracy"])
+    g["cost_usd_mean"], g["cost_usd_sd"] = mean_sd(g["cost_usd"])
+    if g["training_cost_usd"]:
+      g["training_cost_usd_mean"], g["training_cost_usd_sd"] = mean_sd(g["training_cost_usd"])
+  out["groups"] = groups
+  return out
+
+
+def _fmt(x: float | None, spec: str = ".2f") -> str:
+  return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+
+
+def _rows(derived: Mapping[str, Any]) -> list[str]:
+  return sorted({g["label"] for g in derived["groups"].values()}, key=paper.order_key)
+
+
+def _group(derived, label, benchmark, pool, setting):
+  return derived["groups"].get(f"{label}|{benchmark}|{pool}|{setting}")
+
+
+def _accuracy_text(derived, label, benchmark, pool, setting) -> str:
+  g = _group(derived, label, benchmark, pool, setting)
+  if g is None:
+    return "-"
+  if len(g["seeds"]) > 1:
+    return f"{g['accuracy_mean']:.2f} ± {_fmt(g['accuracy_sd'])} ({len(g['seeds'])} seeds)"
+  c = derived["cells"][cell_key(label, benchmark, pool, setting, g["seeds"][0])]
+  lo, hi = c["ci95"]
+  return f"{c['accuracy']:.2f} [{lo:.1f}, {hi:.1f}]"
+
+
+def _header(derived: Mapping[str, Any], title: str) -> list[str]:
+  prov = derived["provenance"]
   sim = prov.get("backend") == "sim"
-  cols = [(b, p) for b in benchmarks for p in pools]
-  title = "Table 1 (first methods)" + (" - simulated pool" if sim else f" - {prov.get('backend')}")
-  lines = [f"# {title}", ""]
+  spec = derived["spec"]
+  lines = [f"# {title}" + (" - simulated pool" if sim else f" - {prov.get('backend')}"), ""]
   if sim:
-    lines += [f"**{prov['label']}.** Accuracies are what the suite's methods score against the simulated "
-              "LLM pool; they say nothing about the real models.", ""]
-  lines += [f"Split: `{record['split']}`" + (f", first {record['limit']} items per benchmark"
-                                             if record.get("limit") else "") +
-            f"; seed {prov['seed']}; endpoint `{record.get('endpoint')}`"
-            + (" (the suffix fingerprints the simulator's code and data)" if sim else "")
-            + ". Cell: accuracy % (total cost USD over the split, n).", ""]
-  header = "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" for b, p in cols)
-  lines += [header + " | Avg. acc | Total cost |", "|---" * (len(cols) + 3) + "|"]
-  for m in methods:
-    row = [METHOD_TITLES.get(m, m)]
-    accs, cost = [], 0.0
-    for b, p in cols:
-      c = cells[cell_key(m, b, p)]
-      row.append(f"{_fmt(c['accuracy'], '.2f')} (${_fmt(c['cost_usd'], '.4f')}, n={c['n']})")
-      accs.append(c["accuracy"])
-      cost += c["cost_usd"]
-    row += [_fmt(sum(accs) / len(accs), ".2f"), f"${cost:.4f}"]
+    lines += [f"**{prov['label']}.** Figures are what the suite's methods score against the simulated LLM pool; "
+              "they say nothing about the real models. The paper's figures (real models, its own test splits) "
+              "stand beside ours for orientation only.", ""]
+  limits = [f"{name} {spec[name]}" for name in ("test_limit", "val_limit") if spec.get(name)]
+  lines += [f"Setting `{spec['setting']}`; seeds {', '.join(map(str, spec['seeds']))}; training queries per "
+            f"benchmark {json.dumps(spec['train_limit'])}" + (f"; {', '.join(limits)}" if limits else "")
+            + f"; endpoint `{derived['endpoint']}`" + (" (the suffix fingerprints the simulator's code and data)"
+                                                       if sim else "") + ".", ""]
+  return lines
+
+
+def _provenance(derived: Mapping[str, Any]) -> list[str]:
+  prov = derived["provenance"]
+  return ["", "## Provenance", "", "Command:", "", "```", prov["command"], "```", "",
+          "```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+
+
+def _columns(derived) -> list[tuple[str, str]]:
+  spec = derived["spec"]
+  return [(b, p) for b in spec["benchmarks"] for p in spec["pools"]]
+
+
+def _paired_section(derived, columns, setting) -> list[str]:
+  cells = derived["cells"]
+  seeds = derived["spec"]["seeds"]
+  rows = [r for r in _rows(derived) if r != REFERENCE]
+  if not any(cell_key(REFERENCE, b, p, setting, s) in cells for b, p in columns for s in seeds):
+    return []
+  lines = ["", f"## Paired comparison with HieraMAS (same queries, seed {seeds[0]})", "",
+           "Cell: accuracy difference in points (method - HieraMAS) [95% paired bootstrap interval], McNemar exact "
+           "p-value. Negative: HieraMAS is better.", "",
+           "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" for b, p in columns)
+           + " |", "|---" * (len(columns) + 1) + "|"]
+  for r in rows:
+    out = []
+    for b, p in columns:
+      c = cells.get(cell_key(r, b, p, setting, seeds[0]))
+      v = (c or {}).get("vs_hieramas")
+      out.append("-" if v is None else f"{v['delta']:+.2f} [{v['ci'][0]:+.1f}, {v['ci'][1]:+.1f}], "
+                 f"p={v['p_mcnemar']:.3g}")
+    lines.append(f"| {paper.method_title(r)} | " + " | ".join(out) + " |")
+  return lines
+
+
+def table1_markdown(derived: Mapping[str, Any]) -> str:
+  """Table 1 in the paper's layout (rows: methods; columns: benchmark x backbone; Avg.)."""
+  columns = _columns(derived)
+  setting = derived["spec"]["setting"]
+  lines = _header(derived, "Table 1")
+  lines += ["Cell: **ours** = accuracy % [95% bootstrap interval over queries] (mean ± sd over seeds when several) · "
+            "**paper** = the published figure (`-`: not published, or not in the text available to us). "
+            "Components as in the paper: M(ulti-agent), T(opology), R(oles and LLMs), N(ode configuration). "
+            "† = a row the simulated pool was fitted on (it matches the paper by construction); every other row "
+            "is the simulator's prediction.", ""]
+  header = "| Method | Comp. | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
+                                                for b, p in columns) + " | Avg. |"
+  lines += [header, "|---" * (len(columns) + 3) + "|"]
+  full = [(b, p) for b in ("humaneval_plus", "math", "mmlu_redux") for p in ("gpt-5-mini", "qwen3-80b")]
+  for r in _rows(derived):
+    method = r.partition("-")[0]
+    fitted = "†" if method in paper.FITTED_ON_SIM and derived["provenance"].get("backend") == "sim" and r == method \
+        else ""
+    row = [paper.method_title(r) + fitted, paper.COMPONENTS.get(method, "")]
+    accs = []
+    for b, p in columns:
+      g = _group(derived, r, b, p, setting)
+      published = paper.TABLE1.get(r, {}).get((b, p)) if setting == "main" else None
+      row.append(f"**{_accuracy_text(derived, r, b, p, setting)}** · {_fmt(published)}")
+      if g is not None:
+        accs.append(g["accuracy_mean"])
+    avg = sum(accs) / len(accs) if len(accs) == len(columns) else None
+    published_avg = paper.TABLE1_AVERAGE.get(r) if setting == "main" and columns == full else None
+    row.append(f"**{_fmt(avg)}** · {_fmt(published_avg)}")
     lines.append("| " + " | ".join(row) + " |")
-  paper_rows = [m for m in methods if m in PAPER_TABLE1]
-  if paper_rows:
-    lines += ["", "For reference, the paper's Table 1 (real models, its own test splits; accuracy %):", "",
-              "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
-                                       for b, p in cols) + " |",
-              "|---" * (len(cols) + 1) + "|"]
-    for m in paper_rows:
-      lines.append("| " + " | ".join([METHOD_TITLES.get(m, m)] +
-                                     [_fmt(PAPER_TABLE1[m].get((b, p)), ".2f") for b, p in cols]) + " |")
-  lines += ["", "## Provenance", "", "Command:", "", "```", prov["command"], "```", "",
-            "```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  lines += _paired_section(derived, columns, setting)
+  lines += ["", "Inference and training costs of the same runs: `table4.md` and `table11.md`."]
+  lines += _provenance(derived)
   return "\n".join(lines)
+
+
+def table3_markdown(derived: Mapping[str, Any]) -> str:
+  """Table 3: the generalization setting (trained on 25 MMLU-Redux subjects, tested on the 5 held out)."""
+  columns = _columns(derived)
+  lines = _header(derived, "Table 3 (generalization to 5 held-out MMLU-Redux subjects)")
+  lines += ["Every method trains (if it learns) on the 25 other subjects' training split and is tested on all "
+            "questions of the 5 held-out subjects (`test_ood`). Cell: accuracy % [95% bootstrap interval] "
+            "(mean ± sd over seeds when several). The paper's Table 3 figures are not in the text available to "
+            "us.", "",
+            "| Method | " + " | ".join(POOL_TITLES.get(p, p) for _, p in columns) + " | Avg. |",
+            "|---" * (len(columns) + 2) + "|"]
+  for r in _rows(derived):
+    accs = [g["accuracy_mean"] for b, p in columns if (g := _group(derived, r, b, p, "generalization"))]
+    avg = sum(accs) / len(accs) if len(accs) == len(columns) else None
+    lines.append(f"| {paper.method_title(r)} | " + " | ".join(
+        _accuracy_text(derived, r, b, p, "generalization") for b, p in columns) + f" | {_fmt(avg)} |")
+  lines += _paired_section(derived, columns, "generalization")
+  lines += _provenance(derived)
+  return "\n".join(lines)
+
+
+def _cost_table(derived, title: str, intro: str, rows: Sequence[str], value: Callable, published: Mapping) -> str:
+  columns = _columns(derived)
+  setting = derived["spec"]["setting"]
+  lines = _header(derived, title) + [intro, "",
+                                     "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
+                                                             for b, p in columns) + " |",
+                                     "|---" * (len(columns) + 1) + "|"]
+  for r in rows:
+    out = []
+    for b, p in columns:
+      g = _group(derived, r, b, p, setting)
+      v = value(g) if g else None
+      pub = published.get(r, {}).get(b) if p == "gpt-5-mini" and setting == "main" else None
+      out.append(("-" if v is None else f"${v:.4f}") + (f" · paper ${pub:.2f}" if pub is not None else ""))
+    lines.append(f"| {paper.method_title(r)} | " + " | ".join(out) + " |")
+  lines += _provenance(derived)
+  return "\n".join(lines)
+
+
+def table4_markdown(derived: Mapping[str, Any]) -> str:
+  """Table 4: inference cost (USD over the test split) per method."""
+  published = {**paper.TABLE4, "full_graph": paper.FULL_GRAPH_COST}
+  return _cost_table(derived, "Table 4 (inference cost)",
+                     "Cell: USD spent answering the whole test split (every call of every query, frozen price table; "
+                     "mean over seeds when several) · the paper's figure where published (GPT-5-Mini setting).",
+                     _rows(derived), lambda g: g["cost_usd_mean"], published)
+
+
+def table11_markdown(derived: Mapping[str, Any]) -> str:
+  """Table 11: training cost (USD of every call made while fitting) per learned method."""
+  rows = [r for r in _rows(derived) if any(g["label"] == r and g["training_cost_usd"]
+                                           for g in derived["groups"].values())]
+  return _cost_table(derived, "Table 11 (training cost)",
+                     "Cell: USD of every LLM call made while fitting (training rollouts, validation, search; a call "
+                     "replayed from the response cache counts at its original cost) · the paper's figure where "
+                     "published. Inference-only variants that load another run's fit are left out.",
+                     rows, lambda g: g.get("training_cost_usd_mean"),
+                     paper.TABLE11)
+
+
+def _cost_json(derived, key: str) -> dict[str, Any]:
+  return {"what": key, "groups": {k: {f: g.get(f) for f in ("label", "benchmark", "pool", "setting", "seeds",
+                                                               key + "_mean", key + "_sd")}
+                                  for k, g in derived["groups"].items()},
+          "provenance": derived["provenance"]}
+
+
+def write_tables(record: Mapping[str, Any], out_dir: str | pathlib.Path, *, suffix: str = "") -> list[pathlib.Path]:
+  """Writes the setting's tables (main: table1, table4, table11; generalization: table3), .json and .md.
+
+  `suffix` (e.g. "_limit3") keeps quick runs from overwriting the full tables. Returns the paths.
+  """
+  out_dir = pathlib.Path(out_dir)
+  derived = derive(record)
+  if record["spec"]["setting"] == "generalization":
+    files = {f"table3{suffix}": (derived, table3_markdown(derived))}
+  else:
+    files = {f"table1{suffix}": (derived, table1_markdown(derived)),
+             f"table4{suffix}": (_cost_json(derived, "cost_usd"), table4_markdown(derived)),
+             f"table11{suffix}": (_cost_json(derived, "training_cost_usd"), table11_markdown(derived))}
+  written = []
+  for stem, (data, md) in files.items():
+    atomic_write_json(out_dir / f"{stem}.json", data)
+    atomic_write_text(out_dir / f"{stem}.md", md)
+    written += [out_dir / f"{stem}.json", out_dir / f"{stem}.md"]
+  return written

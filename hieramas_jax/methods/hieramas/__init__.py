@@ -5,8 +5,8 @@ method is built, so `make_method("base")` stays as cheap as before.
 
   rollout.py   policy choices + a DAG -> MASConfig -> run_mas over HTTP -> graded node/system rewards
   training.py  stage 1 (REINFORCE, multi-level rewards) and stage 2 (contrastive GCN labels) loops
-  method.py    the `HieraMAS` method: fit(train, val, ctx=...) and solve(ctx, item)
-  run.py       train + evaluate on one benchmark into a run directory and results/ (the entry point's body)
+  method.py    the `HieraMAS` method: fit(train, val, ctx), load(state_dir), solve(ctx, item)
+The runner (`experiment/runner.py`) trains, loads and evaluates it like every other method.
 """
 
 from __future__ import annotations
@@ -14,8 +14,19 @@ from __future__ import annotations
 from hieramas_jax.methods.api import register
 
 
-@register("hieramas")
-def make_hieramas(**kwargs):
-  """`make_method("hieramas", config=HieraMASConfig(...), run_dir=...)`."""
-  from hieramas_jax.methods.hieramas.method import HieraMAS  # pylint: disable=import-outside-toplevel
-  return HieraMAS(**kwargs)
+@register("hieramas", per_cell=True)
+def make_hieramas(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, config=None, **fields):
+  """`make_method("hieramas", benchmark=..., pool=..., seed=..., stage1_steps=20)`, or with a whole
+  `config=HieraMASConfig(...)` (whose benchmark, pool and seed must then agree with the cell's)."""
+  from hieramas_jax.methods.hieramas.config import HieraMASConfig  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.methods.hieramas.method import HieraMAS, HieraMASError  # pylint: disable=import-outside-toplevel
+  if config is None:
+    cell = {k: v for k, v in (("benchmark", benchmark), ("pool", pool)) if v is not None}
+    config = HieraMASConfig(**cell, seed=seed, **fields)
+  else:
+    if fields:
+      raise HieraMASError(f"give either config= or fields, not both ({', '.join(sorted(fields))})")
+    for name, value in (("benchmark", benchmark), ("pool", pool)):
+      if value is not None and getattr(config, name) != value:
+        raise HieraMASError(f"config.{name} is {getattr(config, name)!r} but the cell's is {value!r}")
+  return HieraMAS(config)

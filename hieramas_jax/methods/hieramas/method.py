@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import stage1 as stage1_lib
@@ -32,7 +33,7 @@ from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
-from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup
@@ -41,8 +42,11 @@ from hieramas_jax.methods.voting import majority_vote
 log = logging.getLogger(__name__)
 
 
-class HieraMASError(RuntimeError):
-  """HieraMAS used wrongly (solve before fit/load, wrong pool or benchmark)."""
+class HieraMASError(MethodError):
+  """HieraMAS used wrongly (solve before fit/load, wrong pool or benchmark, a state of other training)."""
+
+
+CONFIG_FILE = "hieramas.json"
 
 
 def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:
@@ -57,17 +61,14 @@ class HieraMAS:
   Attributes:
     name: registry name.
     config: the run's hyperparameters.
-    run_dir: where checkpoints, stage-2 data and best-checkpoint records live.
+    fit_summary: what the last fit or load found (best stage-1 record, stage-2 statistics).
   """
 
   name = "hieramas"
+  trainable = True
 
-  def __init__(self, config: HieraMASConfig | None = None, run_dir: str | pathlib.Path | None = None, *,
-               writer=None, progress: bool = True):
+  def __init__(self, config: HieraMASConfig | None = None):
     self.config = config or HieraMASConfig()
-    self.run_dir = pathlib.Path(run_dir) if run_dir is not None else None
-    self.writer = writer
-    self.progress = progress
     self.setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.num_proposers)
     self._emb: training.Embeddings | None = None
     self.policy_state = None
@@ -77,51 +78,67 @@ class HieraMAS:
     self._scorer = training.scorer_net(self.config)
     self.fit_summary: dict[str, Any] = {}
 
+  def describe(self) -> dict[str, Any]:
+    return self.config.to_json()
+
   @property
   def embeddings(self) -> training.Embeddings:
     if self._emb is None:
       self._emb = training.Embeddings(self.setup, self.config.encoder)
     return self._emb
 
-  def _require_run_dir(self) -> pathlib.Path:
-    if self.run_dir is None:
-      raise HieraMASError("HieraMAS needs a run_dir (checkpoints and stage-2 data live there)")
-    self.run_dir.mkdir(parents=True, exist_ok=True)
-    return self.run_dir
+  async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
+    """Loads the encoder and embeds `items` in a worker thread (the event loop keeps serving other cells);
+    later calls read the encoder's cache."""
+    def work():
+      emb = self.embeddings
+      if items:
+        emb.query_role(items)
+        emb.queries(items)
+      return emb
+    return await asyncio.to_thread(work)
 
   def _check_ctx(self, ctx: RunContext) -> None:
     if ctx.pool.name != self.config.pool:
       raise HieraMASError(f"HieraMAS was configured for pool {self.config.pool!r}, the run uses {ctx.pool.name!r}")
 
-  async def fit(self, train: Sequence[Item], val: Sequence[Item], *, ctx: RunContext) -> dict[str, Any]:
-    """Stage 1, then stage 2 from the best stage-1 checkpoint; resumes whatever the run dir already holds.
+  async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
+    """Stage 1, then stage 2 from the best stage-1 checkpoint; resumes whatever `ctx.state_dir` holds.
 
     Returns a summary (best stage-1 record, stage-2 label statistics and history).
     """
     self._check_ctx(ctx)
-    run_dir = self._require_run_dir()
+    state_dir = ctx.require_state_dir(self.name)
     for it in list(train) + list(val):
       if it.benchmark != self.config.benchmark:
         raise HieraMASError(f"item {it.id} is from {it.benchmark}; this HieraMAS is for {self.config.benchmark}")
-    emb = self.embeddings
-    cfg = self.config
-    best = await training.train_stage1(ctx.client, self.setup, emb, train, val, cfg, run_dir,
-                                       settings=ctx.settings, writer=self.writer, progress=self.progress)
-    # Explicit: the best checkpoint, from disk, checked (not whatever the loop's state ended at).
-    self.policy_state = training.load_best_policy(cfg, emb, run_dir)
-    done = training.stage2_dir(run_dir) / "done.json"
-    if done.exists():
-      self.scorer_params = training.load_scorer(cfg, emb, run_dir)
-      history = json.loads(done.read_text())["history"]
-      data = training.load_stage2_data(run_dir)
+    config_path = state_dir / CONFIG_FILE
+    if config_path.exists():
+      self._check_training(config_path)
     else:
-      data = training.load_stage2_data(run_dir)
+      atomic_write_json(config_path, self.config.to_json())
+    emb = await self._embed(list(train) + list(val))
+    cfg = self.config
+    bound = ctx.query_bound(cfg.max_queries)
+    best = await training.train_stage1(ctx.client, self.setup, emb, train, val, cfg, state_dir,
+                                       settings=ctx.settings, writer=ctx.writer, progress=ctx.progress, bound=bound,
+                                       on_checkpoint=ctx.commit)
+    # Explicit: the best checkpoint, from disk, checked (not whatever the loop's state ended at).
+    self.policy_state = training.load_best_policy(cfg, emb, state_dir)
+    done = training.stage2_dir(state_dir) / "done.json"
+    if done.exists():
+      self.scorer_params = training.load_scorer(cfg, emb, state_dir)
+      history = json.loads(done.read_text())["history"]
+      data = training.load_stage2_data(state_dir)
+    else:
+      data = training.load_stage2_data(state_dir)
       if data is None:
         data = await training.collect_stage2(ctx.client, self.setup, emb, self.policy_state, train, cfg,
-                                             settings=ctx.settings, progress=self.progress)
-        training.save_stage2_data(data, run_dir)
-      self.scorer_params, history = training.train_stage2(data, emb, cfg, run_dir, writer=self.writer,
-                                                          step_offset=cfg.stage1_steps, progress=self.progress)
+                                             settings=ctx.settings, progress=ctx.progress, bound=bound)
+        training.save_stage2_data(data, state_dir)
+        ctx.commit()
+      self.scorer_params, history = training.train_stage2(data, emb, cfg, state_dir, writer=ctx.writer,
+                                                          step_offset=cfg.stage1_steps, progress=ctx.progress)
     self.fit_summary = {
         "stage1_best": best,
         "stage2": {"queries": int(data["labels"].shape[0]), "graphs_per_query": int(data["labels"].shape[1]),
@@ -134,26 +151,37 @@ class HieraMAS:
     }
     return self.fit_summary
 
-  def load(self, from_dir: str | pathlib.Path | None = None) -> None:
-    """Loads the best stage-1 policy and the stage-2 classifier (no training).
+  def _check_training(self, config_path: pathlib.Path) -> None:
+    """The state was trained with the same training fields (only inference-time fields may differ)."""
+    trained = HieraMASConfig.from_json(json.loads(config_path.read_text()))
+    mine, theirs = self.config.training_fingerprint(), trained.training_fingerprint()
+    diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+    if diff:
+      raise HieraMASError(f"{config_path.parent} was trained with other settings ({', '.join(diff)}); "
+                          "cannot use it here")
+
+  def load(self, state_dir: str | pathlib.Path) -> None:
+    """Loads the best stage-1 policy and the stage-2 classifier that a finished fit saved (no training).
 
     Args:
-      from_dir: a finished run directory (default: this method's `run_dir`). Its config.json, when
-        present, must describe the same training (`HieraMASConfig.training_fingerprint`): only
-        inference-time fields (K, graph/LLM mode...) may differ.
+      state_dir: a finished fit's state directory. Its recorded config must describe the same training
+        (`HieraMASConfig.training_fingerprint`): only inference-time fields (K, graph/LLM mode...) may differ.
     """
-    source = pathlib.Path(from_dir) if from_dir is not None else self._require_run_dir()
-    config_path = source / "config.json"
-    if config_path.exists():
-      trained = HieraMASConfig.from_json(json.loads(config_path.read_text())["hieramas"])
-      mine, theirs = self.config.training_fingerprint(), trained.training_fingerprint()
-      diff = sorted(k for k in mine if mine[k] != theirs.get(k))
-      if diff:
-        raise HieraMASError(f"{source} was trained with other settings ({', '.join(diff)}); cannot load it here")
+    source = pathlib.Path(state_dir)
+    config_path = source / CONFIG_FILE
+    if not config_path.exists():
+      raise HieraMASError(f"{source} holds no HieraMAS state ({CONFIG_FILE} missing)")
+    self._check_training(config_path)
     self.policy_state = training.load_best_policy(self.config, self.embeddings, source)
     self.scorer_params = training.load_scorer(self.config, self.embeddings, source)
-    self.fit_summary = {"loaded_from": str(source),
-                        "stage1_best": json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())}
+    self.fit_summary = {"stage1_best": json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())}
+
+  async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
+    """Embeds the queries about to be solved in a worker thread, then compiles inference once."""
+    del ctx
+    await self._embed(items)
+    if items and self.policy_state is not None:
+      warm_up(self, items[0])
 
   def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
     """(choices [R, P], scores [K]) for one query: greedy policy and all K candidates scored at once."""

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import logging
 import pathlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -34,8 +33,10 @@ import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
 from hieramas_jax.benchmarks.data import Item
-from hieramas_jax.experiment.provenance import atomic_write_json
+from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import checkpoint as checkpoint_lib
+from hieramas_jax.learn.batching import batch_indices  # noqa: F401  (also imported from here)
+from hieramas_jax.learn.checkpoint import params_sha256  # noqa: F401  (also imported from here)
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import policy as policy_lib
@@ -55,17 +56,6 @@ STAGE1_TAG, STAGE2_TAG, INFERENCE_TAG = 1, 2, 3
 
 class TrainingError(RuntimeError):
   """A training stage cannot go on (e.g. a checkpoint that is not what was saved)."""
-
-
-def params_sha256(tree: Any) -> str:
-  """A fingerprint of a parameter pytree (leaf order, shapes, dtypes and bytes)."""
-  digest = hashlib.sha256()
-  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-    arr = np.asarray(leaf)
-    digest.update(jax.tree_util.keystr(path).encode())
-    digest.update(str(arr.dtype).encode() + str(arr.shape).encode())
-    digest.update(np.ascontiguousarray(arr).tobytes())
-  return digest.hexdigest()
 
 
 class Embeddings:
@@ -97,23 +87,6 @@ class Embeddings:
   def policy_inputs(self, query_role: np.ndarray) -> policy_lib.PolicyInputs:
     mask = np.ones((self.setup.num_roles, self.setup.num_proposers + 1), bool)
     return policy_lib.PolicyInputs(jnp.asarray(query_role), jnp.asarray(self.profiles), jnp.asarray(mask))
-
-
-def batch_indices(seed: int, step: int, batch: int, num_items: int) -> np.ndarray:
-  """The query indices of stage-1 step `step`: epochs of seeded permutations, read `batch` at a time.
-
-  A pure function of (seed, step), so a resumed run reads exactly the batches an uninterrupted one would.
-  """
-  if num_items < 1:
-    raise TrainingError("stage 1 needs at least one training query")
-  start = step * batch
-  epoch, pos = divmod(start, num_items)
-  out: list[int] = []
-  while len(out) < batch:
-    perm = np.random.default_rng([seed, epoch]).permutation(num_items)
-    out.extend(perm[pos:pos + batch - len(out)].tolist())
-    epoch, pos = epoch + 1, 0
-  return np.asarray(out, np.int64)
 
 
 def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float, max_density: float) -> np.ndarray:
@@ -184,8 +157,12 @@ def stage2_dir(run_dir: pathlib.Path) -> pathlib.Path:
 
 async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train: Sequence[Item], val: Sequence[Item],
                        cfg: HieraMASConfig, run_dir: pathlib.Path, *, settings: RunSettings = RunSettings(),
-                       writer=None, progress: bool = True) -> dict[str, Any]:
+                       writer=None, progress: bool = True, bound: asyncio.Semaphore | None = None,
+                       on_checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
   """Runs (or resumes) stage 1; returns the best checkpoint's record (step, metric, params hash).
+
+  `bound` caps the rollouts in flight (the run's global bound; default `cfg.max_queries`);
+  `on_checkpoint` is called after every save, when no rollout is in flight.
 
   Raises:
     FloatingPointError: a non-finite loss (says the step).
@@ -195,6 +172,12 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
     raise TrainingError("stage 1 needs validation queries (best-by-validation checkpoint)")
   keys = stage1_keys(cfg)
   s1cfg = stage1_config(cfg)
+  bound = bound if bound is not None else asyncio.Semaphore(cfg.max_queries)
+
+  def saved():
+    if on_checkpoint is not None:
+      on_checkpoint()
+
   train_qr = emb.query_role(train)
   val_inputs = emb.policy_inputs(emb.query_role(val))
   val_graphs = random_graphs(keys["val"], len(val), setup.num_roles, cfg.stage1_min_density, cfg.stage1_max_density)
@@ -210,7 +193,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
     async def validate(step: int):
       nonlocal best
       choices = np.asarray(stage1_lib.greedy(state, val_inputs))
-      rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=cfg.max_queries,
+      rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=bound,
                                     grade_nodes=False)
       v = summarize_rollouts(rollouts, cfg.reward_k)
       metric = v.metric(cfg.stage1_select_by)
@@ -221,6 +204,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         best = {"step": step, "metric": metric, "val_accuracy": v.accuracy, "val_mean_reward": v.mean_reward,
                 "val_mean_cost": v.mean_cost, "params_sha256": params_sha256(state.params)}
         atomic_write_json(best_path, best)
+      saved()
       if writer is not None:
         writer.write_scalars(step, {"stage1/val_accuracy": v.accuracy, "stage1/val_mean_reward": v.mean_reward,
                                     "stage1/val_mean_cost_usd": v.mean_cost, "stage1/val_best_metric": best["metric"]})
@@ -239,7 +223,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         graphs = random_graphs(jax.random.fold_in(keys["graph"], step), len(idx), setup.num_roles,
                                cfg.stage1_min_density, cfg.stage1_max_density)
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
-                                      bound=cfg.max_queries)
+                                      bound=bound)
         rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k)
         effective = stage1_lib.effective_positions(choices, [r.active_roles for r in rollouts])
         system = None
@@ -265,6 +249,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
           await validate(done)
         elif done % cfg.stage1_checkpoint_every == 0:
           ckpt.save(done, state)
+          saved()
     finally:
       bar.close()
   finally:
@@ -316,7 +301,7 @@ MIN_CONTRASTIVE_QUERIES = 2
 
 async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, policy_state, train: Sequence[Item],
                          cfg: HieraMASConfig, *, settings: RunSettings = RunSettings(),
-                         progress: bool = True) -> dict[str, np.ndarray]:
+                         progress: bool = True, bound: asyncio.Semaphore | None = None) -> dict[str, np.ndarray]:
   """Runs every training query on `stage2_graphs` random DAGs with the frozen greedy policy.
 
   Returns arrays: query_emb [Q, D], choices [Q, R, P], adjacency [Q, G, R, R], solved [Q, G],
@@ -329,7 +314,7 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
                                       cfg.stage2_min_density, cfg.stage2_max_density) for i in range(len(train))])
   flat_items = [it for it in train for _ in range(g)]
   flat_choices = np.repeat(choices, g, axis=0)
-  sem = asyncio.Semaphore(cfg.max_queries)
+  sem = bound if bound is not None else asyncio.Semaphore(cfg.max_queries)
   bar = tqdm(total=len(flat_items), desc=f"stage 2 data {setup.benchmark}", disable=not progress, dynamic_ncols=True,
              leave=False)
 

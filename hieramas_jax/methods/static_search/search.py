@@ -1,4 +1,4 @@
-"""Oracle and regret on the simulated pool: the best *static* configuration, found by search.
+"""The oracle search: the best *static* configuration, found by successive halving (`static_search`'s fit).
 
 A static configuration fixes everything HieraMAS chooses per query, once for all queries: for every
 role of the benchmark, W proposer positions and a synthesizer position, each one of the setting's
@@ -20,12 +20,11 @@ everywhere on chain / star / full, every model alone in every role, strong model
 After each rung, mutants of the survivors (one or two positions or the graph changed) join the race,
 so the search also climbs locally from what is already good.
 
-Honesty rules: the search sees only the search split (train + val); the winner is then measured on
-the test split, several sample indices per item to cut the measurement noise (the sim draws a fresh
-outcome per sample index; every index is a legitimate run of the same configuration). Random
-configurations are measured on the test split too. Everything is seeded; evaluations are cached per
-(configuration hash, item, sample index) in the run directory, so a killed run resumes and a rerun
-costs nothing.
+Honesty rules: the search sees only the search split (the cell's train + val queries); the winner is
+then measured on the test split by the runner like any other method (`methods/static_search/method.py`).
+Everything is seeded; evaluations are cached per (configuration hash, item, sample index) in the
+method's state directory, so a killed search resumes and a rerun costs nothing. Regret arithmetic and
+its tables live in the report layer (`report/regret.py`).
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ import logging
 import math
 import os
 import pathlib
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -46,7 +45,7 @@ from tqdm.auto import tqdm
 from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
-from hieramas_jax.experiment.provenance import atomic_write_text
+from hieramas_jax.fileio import atomic_write_text
 from hieramas_jax.learn.graph_pool import KIND_NAMES, make_pool
 from hieramas_jax.learn.policy import choices_to_config
 from hieramas_jax.learn.rewards import system_reward
@@ -224,6 +223,8 @@ class QueryOutcome:
   correct: bool
   cost_usd: float
   n_calls: int
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
 
 
 class QueryRunner(Protocol):
@@ -259,9 +260,10 @@ class MASQueryRunner:
 
   async def __call__(self, config: MASConfig, item: Item, sample_index: int) -> QueryOutcome:
     client = self.client if sample_index == 0 else _SampleIndexClient(self.client, sample_index)
-    trace = await run_mas(client, item, config, self.settings, method="oracle")
+    trace = await run_mas(client, item, config, self.settings, method="static_search")
     grade = await graders.grade_async(item, trace.final_text)
-    return QueryOutcome(bool(grade.correct), float(trace.cost_usd), trace.n_calls)
+    return QueryOutcome(bool(grade.correct), float(trace.cost_usd), trace.n_calls, trace.prompt_tokens,
+                        trace.completion_tokens)
 
 
 class EvaluationStore:
@@ -286,7 +288,8 @@ class EvaluationStore:
         try:
           rec = json.loads(line)
           self._data[(rec["config"], rec["item"], int(rec["sample"]))] = QueryOutcome(
-              bool(rec["correct"]), float(rec["cost_usd"]), int(rec["n_calls"]))
+              bool(rec["correct"]), float(rec["cost_usd"]), int(rec["n_calls"]), int(rec.get("prompt_tokens", 0)),
+              int(rec.get("completion_tokens", 0)))
           good.append(line)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
           torn = True
@@ -307,6 +310,9 @@ class EvaluationStore:
       self._f.write(json.dumps({"config": key, "item": item_id, "sample": sample_index,
                                 **dataclasses.asdict(outcome)}) + "\n")
       self._f.flush()
+
+  def outcomes(self) -> list[QueryOutcome]:
+    return list(self._data.values())
 
   def close(self) -> None:
     if self._f is not None:
@@ -382,8 +388,8 @@ class Evaluator:
   """
 
   def __init__(self, runner: QueryRunner, store: EvaluationStore, *, settings: RunSettings = RunSettings(),
-               max_queries: int = 64, progress: bool = False):
-    if max_queries < 1:
+               max_queries: int | asyncio.Semaphore = 64, progress: bool = False):
+    if isinstance(max_queries, int) and max_queries < 1:
       raise OracleError(f"max_queries must be >= 1, got {max_queries}")
     self.runner, self.store, self.settings, self.progress = runner, store, settings, progress
     self.max_queries = max_queries
@@ -400,7 +406,7 @@ class Evaluator:
       jobs: (config, items, sample indices) per configuration; its score averages items x samples.
       desc: the progress bar's label.
     """
-    bound = asyncio.Semaphore(self.max_queries)
+    bound = asyncio.Semaphore(self.max_queries) if isinstance(self.max_queries, int) else self.max_queries
     keyed = [(self.key(c), c, items, samples) for c, items, samples in jobs]
     todo: dict[tuple[str, str, int], tuple[MASConfig, Item]] = {}
     total = 0
@@ -715,117 +721,27 @@ def shuffled(items: Sequence[Item], seed: int) -> list[Item]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Regret and the learned system's result.
-
-
-def regret_stderr(oracle: float, learned: float, random: float, se_oracle: float, se_learned: float,
-                  se_random: float) -> float:
-  """Delta-method standard error of (O - L) / (O - R), treating the three means as independent.
-
-  They are measured on the same test items, so their errors are positively correlated and this is
-  conservative for the numerator; it is a scale for reading a regret, not an exact interval.
-  """
-  gap = oracle - random
-  d_oracle = (learned - random) / gap**2
-  d_learned = -1.0 / gap
-  d_random = (oracle - learned) / gap**2
-  return float(math.sqrt((d_oracle * se_oracle)**2 + (d_learned * se_learned)**2 + (d_random * se_random)**2))
-
-
-def learned_stderr(path: str | os.PathLike) -> float | None:
-  """Item-level standard error of the learned system's mean reward, from its run directory's
-  items.jsonl (correct, cost_usd per test query); None when that file is not there."""
-  try:
-    run_dir = json.loads(pathlib.Path(path).read_text()).get("run_dir")
-  except (OSError, json.JSONDecodeError):
-    return None
-  items = pathlib.Path(run_dir) / "items.jsonl" if isinstance(run_dir, str) else None
-  if items is None or not items.exists():
-    return None
-  outcomes, ids = [], []
-  for line in items.read_text().splitlines():
-    try:
-      rec = json.loads(line)
-      outcomes.append(QueryOutcome(bool(rec["correct"]), float(rec["cost_usd"]), int(rec.get("n_calls", 0))))
-      ids.append(str(rec["item_id"]))
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-      continue
-  return score_outcomes(outcomes, ids).stderr if len(outcomes) > 1 else None
-
-
-def regret(oracle: float, learned: float | None, random: float) -> tuple[float | None, str | None]:
-  """(oracle - learned) / (oracle - random): the share of the gain over random that learning missed.
-
-  Returns:
-    (regret, None) or (None, reason) when it is undefined: no learned result, or an oracle that does
-    not beat random (the ratio would be meaningless).
-  """
-  if learned is None:
-    return None, "no learned result"
-  gap = oracle - random
-  if not gap > 0:
-    return None, f"oracle ({oracle:.4f}) does not beat random ({random:.4f}): regret undefined"
-  return (oracle - learned) / gap, None
-
-
-LEARNED_REWARD_KEYS = ("mean_system_reward", "test_mean_system_reward", "system_reward", "mean_reward")
-
-
-def read_learned_reward(path: str | os.PathLike) -> tuple[float | None, str | None, str | None]:
-  """The trained HieraMAS mean system reward on the test split, from its results file.
-
-  Looks for one of LEARNED_REWARD_KEYS at the top level or under "test" / "metrics" / "summary".
-
-  Returns:
-    (value, key path used, None) or (None, None, reason).
-  """
-  path = pathlib.Path(path)
-  if not path.exists():
-    return None, None, f"{path.name} not found (train HieraMAS first: experiments/train_hieramas.py)"
-  try:
-    data = json.loads(path.read_text())
-  except json.JSONDecodeError as e:
-    return None, None, f"{path.name} is not valid JSON: {e}"
-  for scope in (None, "test", "metrics", "summary"):
-    node = data if scope is None else data.get(scope)
-    if not isinstance(node, Mapping):
-      continue
-    for k in LEARNED_REWARD_KEYS:
-      v = node.get(k)
-      if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-        return float(v), k if scope is None else f"{scope}.{k}", None
-  return None, None, f"{path.name} has no mean system reward under any of {LEARNED_REWARD_KEYS}"
-
-
-# ---------------------------------------------------------------------------------------------------
-# One benchmark end to end.
+# The whole search of one cell.
 
 
 @dataclasses.dataclass(frozen=True)
-class OracleSpec:
-  """What one oracle run does, for one benchmark and pool setting.
+class SearchConfig:
+  """What one search does (the `static_search` method's options).
 
   Attributes:
-    benchmark, pool: where.
-    seed: graph pool, candidate draws, mutants, split order and random configurations.
     budget: search queries (configuration x item) allowed on the search split.
     num_proposers: W.
     num_random_graphs: random DAGs in the graph pool (plus chain, star, full).
     max_search_items: the search uses a seeded random subset of at most this many search-split items
-      (MMLU-Redux's train + val has 2,474; the last rungs' cost grows with it).
+      (the last rungs' cost grows with it).
     min_items, eta, max_search_samples, min_finalists, mutant_share, sparse_share: the
       successive-halving schedule (see `plan_search`) and the candidate mix.
-    test_samples: sample indices 0..S-1 the winner runs on the test split.
-    random_draws_per_item: random configurations per test item for random_reward.
     holdout_share: share of the search subset held out of the race; the race's best
       `holdout_finalists` are re-ranked on it alone. The race overfits its own items (mutants of a
       lucky configuration share its luck: a model's correctness on an item is mostly persistent), so
       the final choice is made on items the race never saw. 0: no holdout (the race's best wins).
   """
 
-  benchmark: str
-  pool: str
-  seed: int = 0
   budget: int = 8000
   num_proposers: int = 2
   num_random_graphs: int = 30
@@ -836,8 +752,6 @@ class OracleSpec:
   min_finalists: int = 3
   mutant_share: float = 0.5
   sparse_share: float = 0.5
-  test_samples: int = 4
-  random_draws_per_item: int = 4
   holdout_share: float = 1 / 3
   holdout_finalists: int = 5
 
@@ -846,14 +760,12 @@ class OracleSpec:
       raise OracleError(f"holdout_share must be in [0, 1), got {self.holdout_share}")
     if self.holdout_finalists < 1:
       raise OracleError(f"holdout_finalists must be >= 1, got {self.holdout_finalists}")
-    if self.test_samples < 1:
-      raise OracleError(f"test_samples must be >= 1, got {self.test_samples}")
-    if self.random_draws_per_item < 1:
-      raise OracleError(f"random_draws_per_item must be >= 1, got {self.random_draws_per_item}")
     if self.budget < 1:
       raise OracleError(f"budget must be >= 1, got {self.budget}")
     if self.max_search_items < 1:
       raise OracleError(f"max_search_items must be >= 1, got {self.max_search_items}")
+    if self.num_proposers < 0:
+      raise OracleError(f"num_proposers must be >= 0, got {self.num_proposers}")
 
 
 def describe(candidate: Candidate, space: SearchSpace) -> dict[str, Any]:
@@ -874,270 +786,44 @@ def describe(candidate: Candidate, space: SearchSpace) -> dict[str, Any]:
                                 key=lambda m: get_model(m).price_out)}
 
 
-async def run_oracle(spec: OracleSpec, evaluator: Evaluator, search_items: Sequence[Item],
-                     test_items: Sequence[Item], pool: PoolSetting) -> dict[str, Any]:
-  """Search on `search_items`, then measure the winner and random configurations on `test_items`.
+async def run_search(config: SearchConfig, space: SearchSpace, evaluator: Evaluator, search_items: Sequence[Item],
+                     seed: int) -> tuple[Candidate, dict[str, Any]]:
+  """Successive halving on a seeded subset of `search_items`, the finalists re-ranked on a holdout.
 
-  Returns the JSON record of one benchmark (without learned reward, regret and provenance, which the
-  caller adds).
+  Returns:
+    (the winning candidate, the search's JSON record: plan, rungs, leaderboards, what was searched).
   """
-  if not test_items:
-    raise OracleError(f"{spec.benchmark}: the test split is empty")
-  space = SearchSpace.make(spec.benchmark, pool, num_proposers=spec.num_proposers, graph_seed=spec.seed,
-                           num_random_graphs=spec.num_random_graphs)
-  order = shuffled(search_items, spec.seed)[:spec.max_search_items]
-  num_holdout = int(round(spec.holdout_share * len(order)))
+  if not search_items:
+    raise OracleError(f"{space.benchmark}: the search split is empty")
+  order = shuffled(search_items, seed)[:config.max_search_items]
+  num_holdout = int(round(config.holdout_share * len(order)))
   race, holdout = order[:len(order) - num_holdout], order[len(order) - num_holdout:]
-  plan = plan_search(spec.budget, len(race), min_items=spec.min_items, eta=spec.eta,
-                     mutant_share=spec.mutant_share, min_candidates=len(structured_candidates(space)),
-                     max_samples=spec.max_search_samples, min_finalists=spec.min_finalists)
-  result = await successive_halving(space, evaluator, race, plan, seed=spec.seed, sparse_share=spec.sparse_share)
+  plan = plan_search(config.budget, len(race), min_items=config.min_items, eta=config.eta,
+                     mutant_share=config.mutant_share, min_candidates=len(structured_candidates(space)),
+                     max_samples=config.max_search_samples, min_finalists=config.min_finalists)
+  result = await successive_halving(space, evaluator, race, plan, seed=seed, sparse_share=config.sparse_share)
   best, best_key = result.best, result.best_key
   holdout_board = []
   if holdout:
-    finalists = result.finalists[:spec.holdout_finalists]
+    finalists = result.finalists[:config.holdout_finalists]
     configs = [c.to_mas(space) for c in finalists]
     scores = await evaluator.evaluate_many([(cfg, holdout, (0,)) for cfg in configs],
-                                           desc=f"{spec.benchmark} finalists on the holdout")
+                                           desc=f"{space.benchmark} finalists on the holdout")
     ranked = _rank([(c, evaluator.key(cfg), s) for c, cfg, s in zip(finalists, configs, scores)])
     best, best_key = ranked[0][0], ranked[0][1]
     race_scores = {k: s for k, _, s in result.leaderboard}
     holdout_board = [{"key": k, "family": c.family, "holdout": s.to_json(), "race": race_scores[k].to_json()}
                      for c, k, s in ranked]
-  winner = best.to_mas(space)
-  samples = tuple(range(spec.test_samples))
-  oracle = await evaluator.evaluate(winner, test_items, samples, desc=f"{spec.benchmark} oracle on test")
-  oracle_sample0 = await evaluator.evaluate(winner, test_items, (0,))
-  rand, num_random = await random_configurations_reward(space, evaluator, test_items,
-                                                        draws_per_item=spec.random_draws_per_item,
-                                                        seed=spec.seed)
-  return {
-      "benchmark": spec.benchmark, "pool": spec.pool,
-      "oracle_reward": oracle.mean_reward, "oracle_test": oracle.to_json(),
-      "oracle_test_sample0": oracle_sample0.to_json(),
-      "oracle_race_score": next(s.to_json() for k, _, s in result.leaderboard if k == best_key),
+  record = {
+      "configuration": {"key": best_key, **describe(best, space)},
+      "race_score": next(s.to_json() for k, _, s in result.leaderboard if k == best_key),
       "finalists_on_holdout": holdout_board, "race_items": len(race), "holdout_items": len(holdout),
-      "random_reward": rand.mean_reward, "random_test": rand.to_json(),
-      "random_configurations": num_random,
       "configurations_searched": result.configurations_searched,
-      "configurations_by_family": result.family_counts,
-      "search_queries": result.queries,
-      "oracle_configuration": {"key": best_key, **describe(best, space)},
+      "configurations_by_family": result.family_counts, "search_queries": result.queries,
       "race_top": [{"key": k, "family": f, **s.to_json()} for k, f, s in result.leaderboard[:5]],
-      "plan": plan.to_json(),
-      "rungs": [r.to_json() for r in result.rungs],
-      "search_items": len(order), "search_split_items": len(search_items), "test_items": len(test_items), "test_samples": spec.test_samples,
+      "plan": plan.to_json(), "rungs": [r.to_json() for r in result.rungs],
+      "search_items": len(order), "search_split_items": len(search_items),
       "space": {"roles": list(space.roles), "models": list(space.models), "decision_model": space.decision_model,
                 "num_proposers": space.num_proposers, "graphs": len(space.graphs)},
   }
-
-
-# ---------------------------------------------------------------------------------------------------
-# results/regret.json and .md
-
-
-REGRET_GOAL = 0.05
-
-
-def learned_results_path(results_dir: str | os.PathLike, benchmark: str, pool: str) -> pathlib.Path:
-  """Where the HieraMAS training run leaves its test result (experiments/train_hieramas.py)."""
-  return pathlib.Path(results_dir) / f"hieramas_{benchmark}_{pool}.json"
-
-
-def with_regret(record: Mapping[str, Any], results_dir: str | os.PathLike) -> dict[str, Any]:
-  """The record plus learned_reward (read now, so a later HieraMAS run is picked up) and regret."""
-  out = dict(record)
-  path = learned_results_path(results_dir, record["benchmark"], record["pool"])
-  learned, source, reason = read_learned_reward(path)
-  value, why = regret(record["oracle_reward"], learned, record["random_reward"])
-  same_sim = None
-  fingerprint = str(record.get("endpoint", "")).split(":")[-1] if str(record.get("endpoint", "")).startswith("sim:") else ""
-  if learned is not None and len(fingerprint) >= 8:
-    same_sim = _learned_endpoint_matches(path, fingerprint)
-  learned_n = None
-  if learned is not None:
-    data = json.loads(path.read_text())
-    sizes = data.get("sizes") if isinstance(data.get("sizes"), Mapping) else {}
-    learned_n = sizes.get("test", data.get("n"))
-    learned_n = int(learned_n) if isinstance(learned_n, (int, float)) else None
-  se_learned = learned_stderr(path) if learned is not None else None
-  se_regret = None
-  if value is not None and se_learned is not None:
-    se_regret = regret_stderr(record["oracle_reward"], learned, record["random_reward"],
-                              record["oracle_test"]["stderr"], se_learned, record["random_test"]["stderr"])
-  out.update({"learned_reward": learned,
-              "learned_stderr": se_learned,
-              "regret_stderr": se_regret,
-              "learned_test_items": learned_n,
-              "learned_on_full_test": None if learned_n is None else learned_n == record.get("test_items"),
-              "learned_source": f"{path.name}:{source}" if source else None,
-              "learned_on_same_sim": same_sim,
-              "learned_missing_reason": reason,
-              "regret": value, "regret_reason": why if value is None else None,
-              "regret_goal": REGRET_GOAL,
-              "meets_goal": None if value is None else bool(value <= REGRET_GOAL)})
-  return out
-
-
-def _learned_endpoint_matches(path: pathlib.Path, fingerprint: str) -> bool | None:
-  """Whether the learned result ran on the same sim (same code + data fingerprint); None if unknown.
-
-  The fingerprint is looked for in the results file, then in its run directory's config.json
-  ("endpoint"), which every run directory of the suite records.
-  """
-  text = path.read_text()
-  if fingerprint in text:
-    return True
-  run_dir = json.loads(text).get("run_dir")
-  config = pathlib.Path(run_dir) / "config.json" if isinstance(run_dir, str) else None
-  if config is not None and config.exists():
-    endpoint = json.loads(config.read_text()).get("endpoint")
-    if isinstance(endpoint, str) and endpoint.startswith("sim:"):
-      return fingerprint in endpoint
-  return None
-
-
-def entry_key(benchmark: str, pool: str) -> str:
-  return f"{benchmark}/{pool}"
-
-
-def merge_regret_file(path: str | os.PathLike, entries: Mapping[str, Mapping[str, Any]], *, label: str
-                      ) -> dict[str, Any]:
-  """Writes results/regret.json: the entries of this run replace theirs, the others are kept."""
-  path = pathlib.Path(path)
-  data = json.loads(path.read_text()) if path.exists() else {}
-  merged = dict(data.get("entries", {}))
-  merged.update(entries)
-  record = {
-      "label": label,
-      "what": ("regret = (oracle - learned) / (oracle - random) of mean system reward "
-               "(learn/rewards.system_reward: utility minus cost) on the test split; oracle = best static "
-               "configuration found by successive halving on train+val; random = uniformly random "
-               "configurations. See docs/regret.md."),
-      "goal": f"regret <= {REGRET_GOAL} on every benchmark",
-      "entries": {k: merged[k] for k in sorted(merged)},
-  }
-  from hieramas_jax.experiment.provenance import atomic_write_json  # pylint: disable=import-outside-toplevel
-  atomic_write_json(path, record)
-  return record
-
-
-def _fmt(x: float | None, spec: str = ".3f") -> str:
-  return "n/a" if x is None else format(x, spec)
-
-
-def short_configuration(configuration: Mapping[str, Any]) -> str:
-  """'Role: [p1, p2] -> synth; ...; graph kind' with skipped roles left out."""
-  parts = []
-  for role, choice in configuration["roles"].items():
-    if choice == "skipped":
-      continue
-    props = ", ".join(choice["proposers"])
-    parts.append(f"{role}: [{props}] -> {choice['synthesizer']}" if props else f"{role}: {choice['synthesizer']}")
-  active = len(parts)
-  return "; ".join(parts) + (f" ({configuration['graph_kind']} graph)" if active > 1 else "")
-
-
-def regret_markdown(record: Mapping[str, Any]) -> str:
-  """results/regret.md from the regret.json record."""
-  lines = [f"# Oracle and regret ({record['label']})", "",
-           record["what"], "", f"Goal: {record['goal']}.", "",
-           "| benchmark | pool | learned (test, +-se) | oracle (test, +-se) | random (test, +-se) | regret (+-se) | "
-           "configurations "
-           "searched | oracle accuracy / cost per query |",
-           "|---|---|---|---|---|---|---|---|"]
-  for key, e in record["entries"].items():
-    regret_cell = _fmt(e.get("regret"))
-    if e.get("regret_stderr") is not None:
-      regret_cell += f" +- {_fmt(e['regret_stderr'], '.2f')}"
-    if e.get("regret") is None:
-      regret_cell += f" ({e.get('regret_reason')})"
-    lines.append(
-        f"| {e['benchmark']} | {e['pool']} | {_fmt(e.get('learned_reward'))}"
-        f"{' +- ' + _fmt(e['learned_stderr']) if e.get('learned_stderr') is not None else ''} | "
-        f"{_fmt(e['oracle_reward'])} +- {_fmt(e['oracle_test']['stderr'])} | "
-        f"{_fmt(e['random_reward'])} +- {_fmt(e['random_test']['stderr'])} | {regret_cell} | "
-        f"{e['configurations_searched']} | {100 * e['oracle_test']['accuracy']:.1f}% / "
-        f"${e['oracle_test']['cost_usd']:.5f} |")
-  lines += ["", "Oracle configurations (the same for every query):", ""]
-  for key, e in record["entries"].items():
-    lines.append(f"- {key}: {short_configuration(e['oracle_configuration'])}; decision "
-                 f"{e['space']['decision_model']}; found as {e['oracle_configuration']['family']}.")
-  other_sim = [f"- {k}: the learned result was made on another version of the sim than {e['endpoint']}"
-               for k, e in record["entries"].items() if e.get("learned_on_same_sim") is False]
-  partial = [f"- {k}: the learned result covers {e['learned_test_items']} test items, the oracle and random "
-             f"ones all {e['test_items']}" for k, e in record["entries"].items()
-             if e.get("learned_on_full_test") is False]
-  if other_sim or partial:
-    lines += ["", "Caution:", ""] + other_sim + partial
-  lines += ["", "Missing learned results:", ""]
-  missing = [f"- {k}: {e['learned_missing_reason']}" for k, e in record["entries"].items()
-             if e.get("learned_reward") is None]
-  lines += missing or ["- none"]
-  lines += ["", "Commands:", ""]
-  for key, e in record["entries"].items():
-    lines.append(f"- {key}: `{e['provenance']['command']}`")
-  return "\n".join(lines) + "\n"
-
-
-def load_oracle_items(benchmark: str, search_splits: Sequence[str], limit: int | None = None
-                      ) -> tuple[list[Item], list[Item]]:
-  """(search items, test items): the saved splits; the test split is never searched on.
-
-  Raises:
-    OracleError: if "test" is among the search splits, or a split is unknown.
-  """
-  if "test" in search_splits:
-    raise OracleError("the search must not see the test split; use train and/or val")
-  if not search_splits:
-    raise OracleError("no search split given")
-  for s in search_splits:
-    if s not in ("train", "val"):
-      raise OracleError(f"unknown search split {s!r}; use train and/or val")
-  from hieramas_jax.benchmarks.splits import load_split  # pylint: disable=import-outside-toplevel
-  search = [it for s in search_splits for it in load_split(benchmark, s)]
-  test = list(load_split(benchmark, "test"))
-  if limit is not None:
-    if limit < 1:
-      raise OracleError(f"limit must be >= 1, got {limit}")
-    search, test = search[:limit], test[:limit]
-  return search, test
-
-
-async def run_benchmark(spec: OracleSpec, client: ChatClient, *, endpoint_name: str, run_root: str | os.PathLike,
-                        search_splits: Sequence[str] = ("train", "val"), limit: int | None = None,
-                        settings: RunSettings = RunSettings(), max_queries: int = 64, progress: bool = True
-                        ) -> dict[str, Any]:
-  """Search + test measurement of one benchmark and pool, resumable from its run directory.
-
-  The run directory `<run_root>/<endpoint>/<pool>/<benchmark>/` holds config.json (what the cached
-  evaluations are valid for: endpoint, benchmark, pool, settings; a mismatch refuses to mix; the sim's
-  endpoint name carries the fingerprint of its code and data, `backend.sim_endpoint_name`),
-  evaluations.jsonl (one line per query), spec.json and oracle.json (this run's record).
-  """
-  from hieramas_jax.experiment.provenance import atomic_write_json  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.experiment.table1 import prepare_run_dir  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.llm.registry import get_pool  # pylint: disable=import-outside-toplevel
-  pool = get_pool(spec.pool)
-  search_items, test_items = load_oracle_items(spec.benchmark, search_splits, limit)
-  safe_endpoint = endpoint_name.replace(":", "-").replace("/", "_")
-  run_dir = pathlib.Path(run_root) / safe_endpoint / spec.pool / spec.benchmark
-  run_dir.mkdir(parents=True, exist_ok=True)
-  prepare_run_dir(run_dir, {"endpoint": endpoint_name, "benchmark": spec.benchmark, "pool": spec.pool,
-                            "settings": dataclasses.asdict(settings)})
-  atomic_write_json(run_dir / "spec.json", {**dataclasses.asdict(spec), "search_splits": list(search_splits),
-                                            "limit": limit})
-  store = EvaluationStore(run_dir / EVALUATIONS_FILE)
-  cached_before = len(store)
-  try:
-    evaluator = Evaluator(MASQueryRunner(client, settings), store, settings=settings, max_queries=max_queries,
-                          progress=progress)
-    record = await run_oracle(spec, evaluator, search_items, test_items, pool)
-  finally:
-    store.close()
-  record.update({"endpoint": endpoint_name, "search_splits": list(search_splits), "limit": limit,
-                 "run_dir": str(run_dir),
-                 "settings": dataclasses.asdict(settings), "queries_run_now": evaluator.queries_run,
-                 "queries_cached_before": cached_before, "spec": dataclasses.asdict(spec)})
-  atomic_write_json(run_dir / "oracle.json", record)
-  return record
+  return best, record

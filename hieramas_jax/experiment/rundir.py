@@ -1,0 +1,80 @@
+"""Run directories: one config.json each, and a refusal to mix results of different configurations or data.
+
+A run directory is resumed only when its config.json describes exactly the run asked for. The data
+fingerprint (sha256 of the benchmark's vendored file and of the split file) is checked first, so an
+edited data file is named in the error instead of hiding among other differences.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Any, Mapping
+
+from hieramas_jax.fileio import atomic_write_text
+from hieramas_jax.paths import REPO_DIR
+
+DATA_KEY = "data"
+
+
+class RunConfigMismatchError(ValueError):
+  """A run directory holds results of a different configuration: refuse to mix them."""
+
+
+class DataChangedError(RunConfigMismatchError):
+  """A data file changed since the run directory was started: resuming would mix two datasets."""
+
+
+def repo_relative(path: str | os.PathLike) -> str:
+  """`path` relative to the repository when it is inside it, else as given (no machine paths in results)."""
+  p = pathlib.Path(path)
+  try:
+    return p.resolve().relative_to(REPO_DIR.resolve()).as_posix()
+  except ValueError:
+    return p.as_posix()
+
+
+def from_repo(path: str | os.PathLike) -> pathlib.Path:
+  """The inverse of `repo_relative`: a relative path is taken from the repository root."""
+  p = pathlib.Path(path)
+  return p if p.is_absolute() else REPO_DIR / p
+
+
+def prepare_run_dir(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> pathlib.Path:
+  """Creates a run directory with config.json, or checks that an existing one ran the same config.
+
+  Raises:
+    DataChangedError: config["data"] (file hashes) differs from the recorded one.
+    RunConfigMismatchError: anything else differs.
+  """
+  run_dir = pathlib.Path(run_dir)
+  path = run_dir / "config.json"
+  wanted = json.loads(json.dumps(config))
+  if path.exists():
+    old = json.loads(path.read_text())
+    if old != wanted:
+      if DATA_KEY in wanted and old.get(DATA_KEY) != wanted[DATA_KEY]:
+        raise DataChangedError(f"{repo_relative(run_dir)}: {_data_difference(old.get(DATA_KEY), wanted[DATA_KEY])}; "
+                               "its results were made on other data, so it cannot be resumed: delete it or use "
+                               "another --run_root")
+      diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
+      raise RunConfigMismatchError(f"{repo_relative(run_dir)} holds a run with another configuration "
+                                   f"(differs in: {', '.join(diff)}); use another --run_root or delete it")
+  else:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(wanted, indent=2) + "\n")
+  return run_dir
+
+
+def _data_difference(old: Any, new: Mapping[str, Any]) -> str:
+  if not isinstance(old, Mapping):
+    return "it records no data hashes"
+  changed = [f"{new.get(k + '_file', k)} changed (sha256 {str(old.get(k))[:12]} -> {str(new[k])[:12]})"
+             for k in sorted(new) if not k.endswith("_file") and old.get(k) != new[k]]
+  return "; ".join(changed) or "its data record differs"
+
+
+def safe_name(name: str) -> str:
+  """An endpoint name as a directory name ("sim:seed0:ab12" -> "sim-seed0-ab12")."""
+  return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)

@@ -1,0 +1,489 @@
+"""The one runner: cells = method x benchmark x pool x setting x seed, all concurrently under one bound.
+
+Every cell, whatever its method, goes through the same steps:
+
+  1. its items: the saved train / val / test splits of its benchmark and setting ("main", or
+     "generalization": MMLU-Redux trained on 25 subjects and tested on the 5 held-out ones), cut to
+     the run's limits, identical for every method;
+  2. its run directory `<run_root>/<endpoint>/<setting>/seed<s>/<pool>/<benchmark>/<method[-tag]>/`,
+     whose config.json records the cell, the method's configuration, the split ids and the sha256 of
+     the data and split files; a directory that holds anything else is refused (a changed data file
+     is named in the error);
+  3. fit or load: a trainable method is fitted once (`fit(train, val, ctx)`, its state under `state/`,
+     resumable from there) through a client wrapper that totals the training calls; `fit.json` marks a
+     finished fit and holds its summary and training cost; later runs load the state instead (only when
+     queries are left to solve);
+  4. evaluate: every test query solved and graded, each result appended to items.jsonl as it lands
+     (`experiment.evaluate`), so a killed run resumes item by item and, with the response cache, never
+     pays for a finished call twice;
+  5. summary.json: accuracy, inference cost and tokens, training cost, n.
+
+All cells run at once as asyncio tasks; one semaphore bounds the queries in flight across all of them
+(training queries included), so a slow cell never stalls the others. Progress: one bar over every
+test query of the table, a log line when a cell starts fitting, finishes fitting or finishes, and
+`<run_root>/<endpoint>/progress.json` with each cell's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import pathlib
+import time
+from typing import Any, Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from hieramas_jax.benchmarks import data as data_lib
+from hieramas_jax.benchmarks import splits as splits_lib
+from hieramas_jax.benchmarks.data import Item, check_benchmark
+from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
+from hieramas_jax.experiment.provenance import atomic_write_json, provenance
+from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo, prepare_run_dir, repo_relative, safe_name
+from hieramas_jax.experiment.writers import make_writers
+from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.mas.runtime import RunSettings
+from hieramas_jax.methods.api import RunContext, check_method_names, make_method
+
+log = logging.getLogger(__name__)
+
+SETTINGS = ("main", "generalization")
+# The generalization setting's test part: the 5 held-out MMLU-Redux subjects (paper Table 3).
+TEST_PART = {"main": "test", "generalization": "test_ood"}
+# Training queries used by default (all of them elsewhere): MMLU-Redux has 2,349, and the committed
+# HieraMAS results train on the first 512; every learned method trains on the same ones.
+DEFAULT_TRAIN_LIMIT = {"mmlu_redux": 512}
+
+# `load_from` value meaning: the untagged cell of the same method, run root, setting, seed, pool, benchmark.
+SAME_RUN_UNTAGGED = "main"
+
+FIT_FILE = "fit.json"
+STATE_DIR = "state"
+TRAINING_COST_FILE = "training_cost.json"
+SUMMARY_FILE = "summary.json"
+PROGRESS_FILE = "progress.json"
+
+
+class InvalidRunError(ValueError):
+  """Flags that describe no valid run (empty or duplicate lists, unknown setting, bad limits)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """One cell of a table: a method on a benchmark in a pool setting, split setting and seed.
+
+  Attributes:
+    method: registry name.
+    benchmark, pool, setting, seed: where.
+    tag: a variant name (an ablation); part of the run directory and the cell key.
+  """
+
+  method: str
+  benchmark: str
+  pool: str
+  setting: str = "main"
+  seed: int = 0
+  tag: str = ""
+
+  @property
+  def label(self) -> str:
+    return self.method + (f"-{self.tag}" if self.tag else "")
+
+  @property
+  def key(self) -> str:
+    return cell_key(self.label, self.benchmark, self.pool, self.setting, self.seed)
+
+
+def cell_key(label: str, benchmark: str, pool: str, setting: str = "main", seed: int = 0) -> str:
+  return f"{label}|{benchmark}|{pool}|{setting}|seed{seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TableSpec:
+  """What to run. Validated on construction, before anything starts.
+
+  Attributes:
+    methods, benchmarks, pools: the table's rows and columns.
+    setting: "main" or "generalization" (MMLU-Redux only).
+    seeds: one run of every cell per seed (the embedded sim's seed too).
+    train_limit: per benchmark, the first N training queries (DEFAULT_TRAIN_LIMIT when not given;
+      None in the mapping: all).
+    val_limit, test_limit: the first N validation / test queries of every benchmark (None: all).
+    method_options: per method, keyword options for its factory (budgets, hyperparameters).
+    tag: variant name given to every cell (ablations of one method).
+    load_from: per method, a finished cell's run directory whose fitted state is loaded instead of fitting
+      (inference-only ablations), or SAME_RUN_UNTAGGED for the untagged cell of the same run root, seed,
+      pool and benchmark; its training and validation queries must be the same, and the method checks
+      that the state fits its configuration.
+  """
+
+  methods: tuple[str, ...]
+  benchmarks: tuple[str, ...]
+  pools: tuple[str, ...]
+  setting: str = "main"
+  seeds: tuple[int, ...] = (0,)
+  train_limit: Mapping[str, int | None] = dataclasses.field(default_factory=dict)
+  val_limit: int | None = None
+  test_limit: int | None = None
+  method_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+  tag: str = ""
+  load_from: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    for name, values in (("methods", self.methods), ("benchmarks", self.benchmarks), ("pools", self.pools),
+                         ("seeds", self.seeds)):
+      if not values:
+        raise InvalidRunError(f"--{name} is empty")
+      if len(set(values)) != len(values):
+        raise InvalidRunError(f"--{name} lists a value twice: {','.join(map(str, values))}")
+    check_method_names(self.methods)
+    for b in self.benchmarks:
+      check_benchmark(b)
+    for p in self.pools:
+      get_pool(p)
+    if self.setting not in SETTINGS:
+      raise InvalidRunError(f"unknown setting {self.setting!r}; known: {', '.join(SETTINGS)}")
+    if self.setting == "generalization" and set(self.benchmarks) != {"mmlu_redux"}:
+      raise InvalidRunError("the generalization setting holds out MMLU-Redux subjects: use --benchmarks=mmlu_redux")
+    for name, value in (("val_limit", self.val_limit), ("limit", self.test_limit),
+                        *((f"train_limit[{b}]", v) for b, v in self.train_limit.items())):
+      if value is not None and value < 1:
+        raise InvalidRunError(f"--{name} must be >= 1, got {value}")
+    unknown = sorted(set(self.method_options) - set(self.methods)) + sorted(set(self.load_from) - set(self.methods))
+    if unknown:
+      raise InvalidRunError(f"options or --load_run given for methods not in the run: {', '.join(unknown)}")
+    if self.tag and not all(c.isalnum() or c in "-_." for c in self.tag):
+      raise InvalidRunError(f"--tag may hold letters, digits, '-', '_' and '.' only; got {self.tag!r}")
+
+  def cells(self) -> list[Cell]:
+    return [Cell(m, b, p, self.setting, s, self.tag) for s in self.seeds for p in self.pools
+            for b in self.benchmarks for m in self.methods]
+
+  def train_limit_for(self, benchmark: str) -> int | None:
+    if benchmark in self.train_limit:
+      return self.train_limit[benchmark]
+    return DEFAULT_TRAIN_LIMIT.get(benchmark)
+
+  def to_json(self) -> dict[str, Any]:
+    return {"methods": list(self.methods), "benchmarks": list(self.benchmarks), "pools": list(self.pools),
+            "setting": self.setting, "seeds": list(self.seeds),
+            "train_limit": {b: self.train_limit_for(b) for b in self.benchmarks},
+            "val_limit": self.val_limit, "test_limit": self.test_limit,
+            "method_options": {k: dict(v) for k, v in self.method_options.items()}, "tag": self.tag,
+            "load_from": {k: v if v == SAME_RUN_UNTAGGED else repo_relative(v) for k, v in self.load_from.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class CellItems:
+  train: list[Item]
+  val: list[Item]
+  test: list[Item]
+
+
+def cell_items(spec: TableSpec, benchmark: str) -> CellItems:
+  """The cell's queries: the saved splits of its benchmark and setting, cut to the run's limits."""
+  setting = spec.setting
+
+  def part(name: str, limit: int | None) -> list[Item]:
+    items = list(splits_lib.load_split(benchmark, name, setting))
+    return items[:limit] if limit else items
+
+  return CellItems(part("train", spec.train_limit_for(benchmark)), part("val", spec.val_limit),
+                   part(TEST_PART[setting], spec.test_limit))
+
+
+def ids_sha256(items: Sequence[Item]) -> str:
+  return hashlib.sha256("\n".join(it.id for it in items).encode()).hexdigest()
+
+
+def split_file(benchmark: str, setting: str) -> pathlib.Path:
+  """The saved split file of a benchmark and setting (`benchmarks/splits.py` names them this way)."""
+  name = benchmark if setting == "main" else f"{benchmark}_{setting}"
+  return splits_lib.SPLITS_DIR / f"{name}.json"
+
+
+def data_record(benchmark: str, setting: str) -> dict[str, str]:
+  """sha256 of the data files a cell's results depend on, read now (a changed file refuses to resume)."""
+  data_path = data_lib.BENCHMARK_DATA_DIR / data_lib.DATA_FILES[benchmark]
+  split_path = split_file(benchmark, setting)
+  return {"benchmark": data_lib.data_sha256(benchmark), "benchmark_file": repo_relative(data_path),
+          "split": hashlib.sha256(split_path.read_bytes()).hexdigest(), "split_file": repo_relative(split_path)}
+
+
+@dataclasses.dataclass
+class Usage:
+  """Calls, tokens and USD of a set of LLM calls (cached replays count at their original cost)."""
+
+  calls: int = 0
+  cached_calls: int = 0
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  cost_usd: float = 0.0
+  wall_s: float = 0.0
+
+  def add_call(self, result) -> None:
+    self.calls += 1
+    self.cached_calls += int(bool(result.cached))
+    self.prompt_tokens += int(result.prompt_tokens)
+    self.completion_tokens += int(result.completion_tokens)
+    self.cost_usd += float(result.cost_usd)
+
+  def to_json(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+class TrainingMeter:
+  """The client `fit` sees: forwards every call and totals it; `commit()` persists the totals.
+
+  A fit calls `ctx.commit()` right after saving a checkpoint at a quiescent point, and the runner
+  once more at the end. A fit killed in between resumes from its last checkpoint and repeats (from
+  the response cache) exactly the calls made after it, which were not committed: every training call
+  is counted once, across any number of kills.
+  """
+
+  def __init__(self, client, path: pathlib.Path):
+    self.client, self.path = client, pathlib.Path(path)
+    committed = json.loads(self.path.read_text()) if self.path.exists() else {}
+    self.committed = Usage(**committed)
+    self.pending = Usage()
+    self._since = time.monotonic()
+
+  async def chat(self, model, messages, *, temperature, max_tokens, sample_index=0):
+    result = await self.client.chat(model, messages, temperature=temperature, max_tokens=max_tokens,
+                                    sample_index=sample_index)
+    self.pending.add_call(result)
+    return result
+
+  def commit(self) -> None:
+    now = time.monotonic()
+    total = Usage(**{f.name: getattr(self.committed, f.name) + getattr(self.pending, f.name)
+                     for f in dataclasses.fields(Usage)})
+    total.wall_s += now - self._since
+    self.committed, self.pending, self._since = total, Usage(), now
+    atomic_write_json(self.path, total.to_json())
+
+
+class TableProgress:
+  """One bar over every test query of the table, per-cell states in progress.json, a log line per change."""
+
+  def __init__(self, totals: Mapping[str, int], path: pathlib.Path, *, enabled: bool):
+    self.path = path
+    self.cells = {k: {"status": "pending", "done": 0, "total": n} for k, n in totals.items()}
+    self.bar = tqdm(total=sum(totals.values()), desc="table", disable=not enabled, dynamic_ncols=True)
+    self._written = 0.0
+
+  def status(self, key: str, status: str, **extra: Any) -> None:
+    self.cells[key].update(status=status, **extra)
+    log.info("%s: %s%s", key, status, "".join(f", {k}={v}" for k, v in extra.items()))
+    self._flush(force=True)
+
+  def item(self, key: str, done: int) -> None:
+    self.bar.update(max(0, done - self.cells[key]["done"]))
+    self.cells[key]["done"] = done
+    done_cells = sum(c["status"] == "done" for c in self.cells.values())
+    self.bar.set_postfix(cells=f"{done_cells}/{len(self.cells)}", refresh=False)
+    self._flush()
+
+  def _flush(self, force: bool = False) -> None:
+    now = time.monotonic()
+    if force or now - self._written > 2.0:
+      self._written = now
+      atomic_write_json(self.path, {"cells": self.cells})
+
+  def close(self) -> None:
+    self._flush(force=True)
+    self.bar.close()
+
+
+class _ItemProgress:
+  """A metric writer that feeds a cell's finished-item count to the table's progress."""
+
+  def __init__(self, progress: TableProgress, key: str):
+    self.progress, self.key = progress, key
+
+  def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
+    del scalars
+    self.progress.item(self.key, step)
+
+  def write_summary(self, summary: Mapping[str, Any]) -> None:
+    pass
+
+  def close(self) -> None:
+    pass
+
+
+def table_root(run_root: str | pathlib.Path, endpoint_name: str) -> pathlib.Path:
+  return pathlib.Path(run_root) / safe_name(endpoint_name)
+
+
+def cell_dir(root: pathlib.Path, cell: Cell) -> pathlib.Path:
+  return root / cell.setting / f"seed{cell.seed}" / cell.pool / cell.benchmark / cell.label
+
+
+def outcomes(results: Sequence[ItemResult]) -> dict[str, Any]:
+  """Per-query outcomes in test-split order, compactly: what the report's statistics need."""
+  return {"ids_sha256": hashlib.sha256("\n".join(r.item_id for r in results).encode()).hexdigest(),
+          "correct": "".join("1" if r.correct else "0" for r in results),
+          "cost_usd": [round(r.cost_usd, 10) for r in results]}
+
+
+def load_source(cell: Cell, spec: TableSpec, root: pathlib.Path) -> pathlib.Path | None:
+  """The run directory whose fit this cell loads (None: it fits its own)."""
+  source = spec.load_from.get(cell.method)
+  if source is None:
+    return None
+  if source == SAME_RUN_UNTAGGED:
+    if not cell.tag:
+      raise InvalidRunError(f"{cell.key}: an untagged cell cannot load the untagged cell (itself)")
+    return cell_dir(root, dataclasses.replace(cell, tag=""))
+  return from_repo(source)
+
+
+async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, run_dir: pathlib.Path,
+                       source: pathlib.Path | None, *, need_state: bool, writers, progress: TableProgress,
+                       show_bars: bool) -> dict[str, Any]:
+  """Fits (resuming), or loads a finished fit; returns the fit record (summary, training usage)."""
+  fit_path = run_dir / FIT_FILE
+  if source is not None:
+    source_fit = source / FIT_FILE
+    if not source_fit.exists():
+      raise InvalidRunError(f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing)")
+    theirs = json.loads((source / "config.json").read_text())
+    mine = json.loads((run_dir / "config.json").read_text())
+    for part in ("train", "val"):
+      if theirs["splits"][part] != mine["splits"][part]:
+        raise RunConfigMismatchError(f"{repo_relative(source)} was fitted on other {part} queries "
+                                     f"({theirs['splits'][part]['n']} vs {mine['splits'][part]['n']}): cannot load it")
+    if need_state:
+      method.load(source / STATE_DIR)
+    record = json.loads(source_fit.read_text())
+    return {**record, "loaded_from": repo_relative(source)}
+  if fit_path.exists():
+    if need_state:
+      method.load(run_dir / STATE_DIR)
+    return json.loads(fit_path.read_text())
+  progress.status(cell.key, "fitting", train=len(items.train), val=len(items.val))
+  meter = TrainingMeter(ctx.client, run_dir / TRAINING_COST_FILE)
+  fit_ctx = dataclasses.replace(ctx, client=meter, state_dir=run_dir / STATE_DIR, writer=writers,
+                                progress=show_bars, checkpoint=meter.commit)
+  summary = dict(await method.fit(items.train, items.val, fit_ctx))
+  meter.commit()
+  # A method whose own durable records know its training cost exactly (a per-query search store)
+  # reports it; otherwise the meter's committed total is it.
+  training = summary.pop("training_usage", None) or meter.committed.to_json()
+  record = {"summary": summary, "training": training}
+  atomic_write_json(fit_path, record)
+  progress.status(cell.key, "fitted", training_cost_usd=round(float(training["cost_usd"]), 6))
+  return record
+
+
+def build_method(cell: Cell, spec: TableSpec):
+  """The cell's method instance; a bad option is one clear error (before any cell starts)."""
+  options = dict(spec.method_options.get(cell.method, {}))
+  try:
+    return make_method(cell.method, benchmark=cell.benchmark, pool=cell.pool, seed=cell.seed, **options)
+  except (TypeError, ValueError) as e:
+    raise InvalidRunError(f"{cell.method} on {cell.benchmark}/{cell.pool}: {e}") from e
+
+
+async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
+                   progress: TableProgress, settings: RunSettings = RunSettings(), method=None,
+                   show_bars: bool = False) -> dict[str, Any]:
+  """Fit-or-load, evaluate and summarise one cell; returns its record for the table."""
+  items = cell_items(spec, cell.benchmark)
+  if not items.test:
+    raise InvalidRunError(f"{cell.key}: no test queries")
+  method = method if method is not None else build_method(cell, spec)
+  source = load_source(cell, spec, root)
+  run_dir = prepare_run_dir(cell_dir(root, cell), {
+      "cell": dataclasses.asdict(cell), "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
+      "method_config": json.loads(json.dumps(method.describe(), default=str)),
+      "load_from": repo_relative(source) if source is not None else None,
+      "splits": {name: {"n": len(part), "ids_sha256": ids_sha256(part)}
+                 for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
+      "data": data_record(cell.benchmark, cell.setting)})
+  writers = make_writers(run_dir, {"cell": cell.key}, use_wandb=False, name=cell.key)
+  try:
+    ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
+    wanted = {it.id for it in items.test}
+    done = {k for k in load_done(run_dir) if k in wanted}
+    need_state = len(done) < len(wanted)
+    fit = None
+    if method.trainable:
+      fit = await _fit_or_load(cell, method, items, ctx, run_dir, source, need_state=need_state, writers=writers,
+                               progress=progress, show_bars=show_bars)
+    if need_state:
+      await method.prepare([it for it in items.test if it.id not in done], ctx)
+    progress.status(cell.key, "evaluating", done=len(done))
+    results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound,
+                             writers=[_ItemProgress(progress, cell.key)], progress=False, desc=cell.key)
+    summary = summarise(results)
+    # A variant that loads another cell's fit spent nothing on training itself.
+    training = fit["training"] if fit and not fit.get("loaded_from") else None
+    record = {**dataclasses.asdict(cell), "label": cell.label, **summary,
+              "mean_cost_usd": summary["cost_usd"] / max(summary["n"], 1),
+              "training": training, "fit": (fit or {}).get("summary"),
+              "loaded_from": (fit or {}).get("loaded_from"),
+              "sizes": {"train": len(items.train), "val": len(items.val), "test": len(items.test)},
+              "run_dir": repo_relative(run_dir), "outcomes": outcomes(results)}
+    atomic_write_json(run_dir / SUMMARY_FILE, {k: v for k, v in record.items() if k != "outcomes"})
+    progress.status(cell.key, "done", accuracy=round(summary["accuracy"], 2))
+    return record
+  finally:
+    writers.close()
+
+
+async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_root: str | pathlib.Path,
+                    flags: Mapping[str, Any], command: str | None = None, max_queries: int = 32,
+                    progress: bool = True, settings: RunSettings = RunSettings()) -> dict[str, Any]:
+  """Runs every cell of `spec` concurrently; returns the table record (cells + provenance).
+
+  Args:
+    spec: what to run.
+    backends: one open backend per seed of the spec (each seed is its own simulated world on the sim).
+    run_root: parent of the run directories.
+    flags: the run's flags, for provenance (secrets redacted there).
+    command: the exact command (default: this process's argv).
+    max_queries: the one global bound on queries in flight, shared by every cell.
+    progress: show the table's progress bar.
+    settings: sampling settings of every MAS call.
+
+  Raises:
+    The first cell error, after every other cell has finished or failed (their work is on disk, and a
+    rerun resumes it); nothing is returned then, so no table is written from a partial run.
+  """
+  missing = sorted(set(spec.seeds) - set(backends))
+  if missing:
+    raise InvalidRunError(f"no backend for seeds {missing}")
+  labels = {backends[s].label for s in spec.seeds}
+  endpoint = backends[spec.seeds[0]].endpoint.name
+  root = table_root(run_root, endpoint)
+  cells = spec.cells()
+  methods = {c.key: build_method(c, spec) for c in cells}
+  totals = {c.key: len(cell_items(spec, c.benchmark).test) for c in cells}
+  bound = asyncio.Semaphore(max_queries)
+  table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
+  started = time.monotonic()
+  try:
+    outcomes_ = await asyncio.gather(*(run_cell(c, spec, backends[c.seed], root=root, bound=bound,
+                                                progress=table_progress, settings=settings, method=methods[c.key])
+                                       for c in cells), return_exceptions=True)
+  finally:
+    table_progress.close()
+  errors = [(c, e) for c, e in zip(cells, outcomes_) if isinstance(e, BaseException)]
+  for c, e in errors:
+    log.error("%s failed: %s: %s", c.key, type(e).__name__, e)
+  if errors:
+    raise errors[0][1]
+  seeds = list(spec.seeds)
+  return {"spec": spec.to_json(), "endpoint": endpoint,
+          "endpoints": {str(s): backends[s].endpoint.name for s in spec.seeds},
+          "run_root": repo_relative(root), "wall_s": round(time.monotonic() - started, 3),
+          "cells": {c.key: r for c, r in zip(cells, outcomes_)},
+          "provenance": provenance(seed=seeds[0] if len(seeds) == 1 else seeds, benchmarks=spec.benchmarks,
+                                   flags=flags, backend="sim" if labels == {"sim"} else ",".join(sorted(labels)),
+                                   command=command)}

@@ -1,0 +1,68 @@
+"""Pieces shared by the learned baselines: embeddings off the event loop, resumable parameter state.
+
+Embedding is the slowest pure step of every learned method on CPU, and sentence-transformers is
+synchronous: run on the event loop it would stall every other cell of the table. `embed` runs it in a
+worker thread, one encoding job at a time (two threads on two cores would only fight each other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import threading
+from typing import Any, Sequence
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hieramas_jax.fileio import atomic_write_bytes
+from hieramas_jax.learn import checkpoint as checkpoint_lib
+from hieramas_jax.learn.encoder import get_encoder
+
+_ENCODER_LOCK = threading.Lock()
+
+
+def embed_now(texts: Sequence[str], model: str) -> np.ndarray:
+  """[n, D] unit embeddings (encoder cache first), in the calling thread."""
+  with _ENCODER_LOCK:
+    return get_encoder(model).encode(list(texts))
+
+
+async def embed(texts: Sequence[str], model: str) -> np.ndarray:
+  """`embed_now` in a worker thread, so the event loop keeps serving other cells."""
+  return await asyncio.to_thread(embed_now, list(texts), model)
+
+
+def role_texts(roles: Sequence[str], descriptions: Sequence[str]) -> list[str]:
+  """Role-profile texts ("Role: description"), the same strings HieraMAS embeds (one cache entry each)."""
+  return [f"{r}: {d}" for r, d in zip(roles, descriptions)]
+
+
+class ParamState:
+  """Latest training state of a learned baseline in one msgpack file, restored on resume.
+
+  The state is a pytree {"params", "opt_state", "step"}; `save` after each update (an atomic rename:
+  a kill leaves the previous state or the new one), `restore(template)` returns the saved one or None.
+  One small file instead of an orbax checkpoint: a save costs milliseconds, not most of a second of
+  the event loop every step.
+  """
+
+  FILE = "state.msgpack"
+
+  def __init__(self, directory: str | pathlib.Path):
+    self.path = pathlib.Path(directory) / self.FILE
+
+  def restore(self, template: Any) -> Any | None:
+    if not self.path.exists():
+      return None
+    try:
+      state = flax.serialization.from_bytes(template, self.path.read_bytes())
+    except (ValueError, KeyError, TypeError) as e:
+      raise checkpoint_lib.CheckpointError(f"{self.path} does not match the method's state: {e}") from e
+    return jax.tree_util.tree_map(jnp.asarray, state)
+
+  def save(self, step: int, state: Any) -> None:
+    del step
+    atomic_write_bytes(self.path, flax.serialization.to_bytes(state))

@@ -1,0 +1,200 @@
+"""The GDesigner baseline: a learned, query-conditioned communication topology over strong-model agents.
+
+fit: `iterations` REINFORCE updates on batches of `batch_size` training queries (reference: 10 x 4,
+Adam lr 0.1); each query samples 3 rounds of edges from the current topology net, runs the agents
+(`mas.rounds.run_rounds`: every role played by the setting's strong model, a decision agent at the end),
+is graded by the benchmark's grader, and its 0/1 utility weights its edges' log-probability. The
+latest state is saved after every update (a killed fit resumes there) and `ctx.commit()` marks it.
+
+solve: the trained net gives the query's edge probabilities; 3 DAGs are drawn with a generator seeded
+by (seed, item id) (the public code samples at test time too), then the agents run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import pathlib
+import zlib
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from hieramas_jax.aio import gather_or_cancel
+from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.fileio import atomic_write_json
+from hieramas_jax.learn.batching import batch_indices
+from hieramas_jax.learn.checkpoint import params_sha256
+from hieramas_jax.learn.encoder import DEFAULT_MODEL
+from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.mas import roles
+from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
+from hieramas_jax.mas.trace import Trace
+from hieramas_jax.methods.api import MethodError, RunContext
+from hieramas_jax.methods.common import ParamState, embed, embed_now, role_texts
+from hieramas_jax.methods.gdesigner import model
+
+_TRAIN_STREAM, _SOLVE_STREAM = 1, 2
+DONE_FILE = "gdesigner.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class GDesignerConfig:
+  """GDesigner's hyperparameters (reference defaults: yanweiyue/GDesigner experiments/run_mmlu.py).
+
+  Attributes:
+    iterations: REINFORCE updates (reference 10).
+    batch_size: training queries per update (reference 4).
+    lr: Adam learning rate (reference 0.1).
+    rounds: communication rounds per query (reference 3).
+    temperature: edge-probability temperature (reference 1).
+    encoder: sentence encoder of role profiles and queries (reference all-MiniLM-L6-v2).
+  """
+
+  iterations: int = 10
+  batch_size: int = 4
+  lr: float = 0.1
+  rounds: int = 3
+  temperature: float = 1.0
+  encoder: str = DEFAULT_MODEL
+
+  def __post_init__(self):
+    for name in ("batch_size", "rounds"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"gdesigner {name} must be >= 1, got {getattr(self, name)}")
+    if self.iterations < 0 or self.lr <= 0 or self.temperature <= 0:
+      raise ValueError("gdesigner needs iterations >= 0, lr > 0, temperature > 0")
+
+
+class GDesigner:
+  """GDesigner on one benchmark and pool setting."""
+
+  name = "gdesigner"
+  trainable = True
+
+  def __init__(self, benchmark: str, pool: str, seed: int = 0, config: GDesignerConfig = GDesignerConfig()):
+    self.benchmark, self.pool_name, self.seed, self.config = benchmark, pool, seed, config
+    self.roles = roles.roles_for(benchmark)
+    self.net = model.TopologyNet(num_nodes=len(self.roles), temperature=config.temperature)
+    self.params = None
+    self._role_emb: np.ndarray | None = None
+
+  def describe(self) -> dict[str, Any]:
+    return {"benchmark": self.benchmark, "pool": self.pool_name, "seed": self.seed, **dataclasses.asdict(self.config)}
+
+  def _role_embeddings(self) -> np.ndarray:
+    if self._role_emb is None:
+      self._role_emb = embed_now(role_texts(self.roles, [roles.role_description(r) for r in self.roles]),
+                                 self.config.encoder)
+    return self._role_emb
+
+  def _fresh_state(self) -> dict[str, Any]:
+    role_emb = self._role_embeddings()
+    params = model.init_params(jax.random.key(self.seed), self.net, role_emb, role_emb.shape[1])
+    return {"params": params, "opt_state": optax.adam(self.config.lr).init(params), "step": jnp.int32(0)}
+
+  def _probs(self, query_emb: np.ndarray) -> np.ndarray:
+    graph = model.query_graphs(self._role_embeddings(), query_emb)
+    return np.asarray(model.edge_probs(self.params, graph, net=self.net))
+
+  def _rounds_config(self, adjs: Sequence[np.ndarray], strong: str) -> RoundsConfig:
+    agents = tuple(RoundAgent(r, strong) for r in self.roles)
+    temporal = tuple(np.zeros_like(a) if t == 0 else temporal_from_spatial(a) for t, a in enumerate(adjs))
+    return RoundsConfig(agents, tuple(adjs), temporal, strong)
+
+  def _check_ctx(self, ctx: RunContext) -> None:
+    if ctx.pool.name != self.pool_name:
+      raise MethodError(f"gdesigner was built for pool {self.pool_name!r}, the run uses {ctx.pool.name!r}")
+
+  async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
+    """REINFORCE on the training queries (validation queries are not used: the public code has no selection)."""
+    del val
+    self._check_ctx(ctx)
+    state_store = ParamState(ctx.require_state_dir(self.name) / "checkpoints")
+    await asyncio.to_thread(self._role_embeddings)
+    template = self._fresh_state()
+    state = state_store.restore(template) or template
+    optimizer = optax.adam(self.config.lr)
+    grad_fn = jax.jit(jax.value_and_grad(model.loss_fn), static_argnames=("net",))
+    bound = ctx.query_bound(32)
+    history = []
+    for step in range(int(state["step"]), self.config.iterations):
+      idx = batch_indices(self.seed, step, self.config.batch_size, len(train))
+      batch = [train[i] for i in idx]
+      query_emb = await embed([it.question for it in batch], self.config.encoder)
+      self.params = state["params"]
+      probs = self._probs(query_emb)
+      draws = [model.sample_rounds(probs[b], self.config.rounds, np.random.default_rng([self.seed, _TRAIN_STREAM,
+                                                                                          step, b]))
+               for b in range(len(batch))]
+
+      async def one(b):
+        async with bound:
+          trace = await run_rounds(ctx.client, batch[b], self._rounds_config(draws[b][0], ctx.pool.strong),
+                                   ctx.settings, method=self.name)
+        return (await graders.grade_async(batch[b], trace.final_text)).correct
+
+      solved = await gather_or_cancel([asyncio.ensure_future(one(b)) for b in range(len(batch))])
+      utility = jnp.asarray(solved, jnp.float32)
+      considered = jnp.asarray(np.stack([d[1].considered for d in draws]))
+      chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
+      loss, grads = grad_fn(state["params"], model.query_graphs(self._role_embeddings(), query_emb), considered,
+                            chosen, utility, net=self.net)
+      if not np.isfinite(float(loss)):
+        raise FloatingPointError(f"gdesigner: non-finite loss at step {step}")
+      updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+      state = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
+               "step": jnp.int32(step + 1)}
+      state_store.save(step + 1, state)
+      ctx.commit()
+      scalars = {"gdesigner/loss": float(loss), "gdesigner/batch_accuracy": float(np.mean(solved)),
+                 "gdesigner/mean_edge_prob": float(probs.mean())}
+      ctx.log(step + 1, scalars)
+      history.append({"step": step + 1, **scalars})
+    self.params = state["params"]
+    atomic_write_json(pathlib.Path(ctx.state_dir) / DONE_FILE, {"iterations": self.config.iterations,
+                                                                 "params_sha256": params_sha256(self.params)})
+    return {"iterations": self.config.iterations, "params_sha256": params_sha256(self.params), "history": history}
+
+  def load(self, state_dir) -> None:
+    done_path = pathlib.Path(state_dir) / DONE_FILE
+    if not done_path.exists():
+      raise MethodError(f"{state_dir} holds no finished gdesigner fit ({DONE_FILE} missing)")
+    done = json.loads(done_path.read_text())
+    state = ParamState(pathlib.Path(state_dir) / "checkpoints").restore(self._fresh_state())
+    if state is None or int(state["step"]) != done["iterations"] or done["iterations"] != self.config.iterations \
+        or params_sha256(state["params"]) != done["params_sha256"]:
+      raise MethodError(f"{state_dir}: the saved gdesigner state is not a finished fit of "
+                        f"{self.config.iterations} iterations")
+    self.params = state["params"]
+
+  async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
+    del ctx
+    await asyncio.to_thread(self._role_embeddings)
+    if items:
+      await embed([it.question for it in items], self.config.encoder)
+
+  async def solve(self, ctx: RunContext, item: Item) -> Trace:
+    self._check_ctx(ctx)
+    if self.params is None:
+      if self.config.iterations:
+        raise MethodError("gdesigner.solve before fit() or load()")
+      self.params = self._fresh_state()["params"]
+    probs = self._probs(await embed([item.question], self.config.encoder))[0]
+    rng = np.random.default_rng([self.seed, _SOLVE_STREAM, zlib.crc32(item.id.encode())])
+    adjs, _ = model.sample_rounds(probs, self.config.rounds, rng)
+    trace = await run_rounds(ctx.client, item, self._rounds_config(adjs, ctx.pool.strong), ctx.settings,
+                             method=self.name)
+    trace.extra["mean_edge_prob"] = float(probs[~np.eye(len(self.roles), dtype=bool)].mean())
+    trace.extra["edges_per_round"] = [int(a.sum()) for a in adjs]
+    return trace
+
+
+def make(*, benchmark: str, pool: str, seed: int = 0, **options) -> GDesigner:
+  get_pool(pool)
+  return GDesigner(benchmark, pool, seed, GDesignerConfig(**options))

@@ -1,0 +1,163 @@
+"""GDesigner's topology designer (Zhang et al. 2024, arXiv 2410.11782; public code yanweiyue/GDesigner), in JAX.
+
+Per query, over the benchmark's N role agents:
+
+  X   = [role-profile embedding ; query embedding]                 [N, 2D]   (`construct_new_features`)
+  H   = GCN2(relu(GCN1(X, A))),  A = the anchor role graph         [N, D]    (2 GCN layers, hidden 16)
+  Z   = MLP(H)                                                     [N, 16]   (16 -> relu -> 16)
+  S   = min-max-normalise(Z Z^T) over all N^2 entries              [N, N]    in [0, 1]
+  p   = sigmoid(S / temperature)                                   edge probabilities (temperature 1)
+
+The GCN runs through `jraph.GraphConvolution` over the anchor graph as a `jraph.GraphsTuple`, batched over
+queries with `jraph.batch` (each query one graph of N nodes): role graphs differ in size per benchmark,
+and jraph's segment sums handle any N without padding code of our own.
+
+Edges are then sampled on the host, in the reference order (every ordered pair i -> j, i-major): a pair
+whose edge would close a cycle (i reachable from j) is skipped and contributes nothing; every other pair
+is drawn Bernoulli(p_ij) and contributes log p or log(1 - p) to the query's log-probability. One fresh
+DAG per round (3 rounds). Training is plain REINFORCE on the 0/1 utility, as in the public code:
+
+  loss = - mean_b [ u_b * sum_rounds sum_considered (s log p + (1 - s) log(1 - p)) ]
+
+Min-max normalisation then a sigmoid at temperature 1 keeps every edge probability in [0.5, 0.73]: a
+property of the reference code, kept (docs/methods.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+
+
+class EdgeSamples(NamedTuple):
+  """The host-side draws of one query: per round, which pairs were considered and which were chosen.
+
+  Attributes:
+    considered: [T, N, N] bool, pairs that were drawn (not skipped by the cycle check).
+    chosen: [T, N, N] bool, the edges kept (a subset of considered).
+  """
+
+  considered: np.ndarray
+  chosen: np.ndarray
+
+
+def anchor_edges(num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+  """(senders, receivers) of the anchor graph: the roles in a chain, both directions.
+
+  GDesigner's prompt sets name role connections (`get_role_connection`); ours have none, and a complete
+  anchor would make every node's GCN output identical (all-equal edge scores), so the chain in role
+  order stands in for it (docs/methods.md).
+  """
+  pairs = [(i, i + 1) for i in range(num_nodes - 1)]
+  senders = np.array([a for a, b in pairs] + [b for a, b in pairs], np.int32)
+  receivers = np.array([b for a, b in pairs] + [a for a, b in pairs], np.int32)
+  return senders, receivers
+
+
+def query_graphs(role_emb: np.ndarray, query_emb: np.ndarray) -> jraph.GraphsTuple:
+  """One anchor graph per query, batched: node features [role ; query] ([B*N, 2D])."""
+  n = role_emb.shape[0]
+  senders, receivers = anchor_edges(n)
+  graphs = []
+  for q in np.asarray(query_emb, np.float32):
+    nodes = np.concatenate([np.asarray(role_emb, np.float32), np.broadcast_to(q, (n, q.shape[0]))], axis=1)
+    graphs.append(jraph.GraphsTuple(nodes=nodes, edges=None, senders=senders, receivers=receivers,
+                                    n_node=np.array([n]), n_edge=np.array([len(senders)]), globals=None))
+  return jraph.batch(graphs)
+
+
+class TopologyNet(nn.Module):
+  """GCN (jraph) -> MLP -> Z Z^T -> min-max -> sigmoid: [B, N, N] edge probabilities.
+
+  Attributes:
+    num_nodes: N (static: the graphs of a batch are reshaped back to [B, N, ...]).
+    gcn_hidden: first GCN layer width (reference 16).
+    gcn_out: second GCN layer width (reference: the embedding width, 384).
+    mlp_hidden, mlp_out: the MLP widths (reference 16, 16).
+    temperature: the sigmoid's temperature (reference 1).
+  """
+
+  num_nodes: int
+  gcn_hidden: int = 16
+  gcn_out: int = 384
+  mlp_hidden: int = 16
+  mlp_out: int = 16
+  temperature: float = 1.0
+
+  @nn.compact
+  def __call__(self, graph: jraph.GraphsTuple) -> jax.Array:
+    gcn1 = jraph.GraphConvolution(nn.Dense(self.gcn_hidden, name="gcn1"), add_self_edges=True)
+    gcn2 = jraph.GraphConvolution(nn.Dense(self.gcn_out, name="gcn2"), add_self_edges=True)
+    h = gcn1(graph)
+    h = gcn2(h._replace(nodes=jax.nn.relu(h.nodes)))
+    z = nn.Dense(self.mlp_out, name="mlp_out")(jax.nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden")(h.nodes)))
+    z = z.reshape(-1, self.num_nodes, self.mlp_out)
+    scores = jnp.einsum("bif,bjf->bij", z, z)
+    lo = scores.min(axis=(1, 2), keepdims=True)
+    hi = scores.max(axis=(1, 2), keepdims=True)
+    normed = (scores - lo) / jnp.maximum(hi - lo, 1e-12)
+    return jax.nn.sigmoid(normed / self.temperature)
+
+
+@functools.partial(jax.jit, static_argnames=("net",))
+def edge_probs(params, graph: jraph.GraphsTuple, *, net: TopologyNet) -> jax.Array:
+  return net.apply({"params": params}, graph)
+
+
+def init_params(rng: jax.Array, net: TopologyNet, role_emb: np.ndarray, query_dim: int):
+  return net.init(rng, query_graphs(role_emb, np.zeros((1, query_dim), np.float32)))["params"]
+
+
+def sample_dag(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """One round's DAG drawn in the reference order; returns (adjacency, considered, chosen), [N, N] bool.
+
+  Pair (i, j) is skipped when adding i -> j would close a cycle, i.e. when i is reachable from j along
+  the edges kept so far (GDesigner's `check_cycle(in_node, {out_node})`).
+  """
+  n = probs.shape[0]
+  adj = np.zeros((n, n), bool)
+  considered = np.zeros((n, n), bool)
+  reach = np.eye(n, dtype=bool)  # reach[a, b]: b reachable from a
+  for i in range(n):
+    for j in range(n):
+      if i == j or reach[j, i]:
+        continue
+      considered[i, j] = True
+      if rng.random() < probs[i, j]:
+        adj[i, j] = True
+        # Everything that reaches i now reaches everything j reaches.
+        reach[reach[:, i]] |= reach[j]
+  return adj, considered, adj.copy()
+
+
+def sample_rounds(probs: np.ndarray, rounds: int, rng: np.random.Generator) -> tuple[list[np.ndarray], EdgeSamples]:
+  """`rounds` independent DAGs from one query's probabilities (GDesigner draws the spatial graph each round)."""
+  adjs, cons, chos = [], [], []
+  for _ in range(rounds):
+    adj, considered, chosen = sample_dag(probs, rng)
+    adjs.append(adj)
+    cons.append(considered)
+    chos.append(chosen)
+  return adjs, EdgeSamples(np.stack(cons), np.stack(chos))
+
+
+def log_prob(probs: jax.Array, considered: jax.Array, chosen: jax.Array) -> jax.Array:
+  """[B] log-probability of each query's draws under [B, N, N] probabilities (draws [B, T, N, N])."""
+  p = jnp.clip(probs[:, None], 1e-6, 1 - 1e-6)
+  terms = jnp.where(chosen, jnp.log(p), jnp.log1p(-p))
+  return jnp.sum(jnp.where(considered, terms, 0.0), axis=(1, 2, 3))
+
+
+def reinforce_loss(probs: jax.Array, considered: jax.Array, chosen: jax.Array, utility: jax.Array) -> jax.Array:
+  """- mean_b u_b log P_b (the public code's loss: utility 1 for a solved query, 0 otherwise)."""
+  return -jnp.mean(utility * log_prob(probs, considered, chosen))
+
+
+def loss_fn(params, graph, considered, chosen, utility, *, net: TopologyNet):
+  return reinforce_loss(net.apply({"params": params}, graph), considered, chosen, utility)

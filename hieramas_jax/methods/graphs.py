@@ -1,0 +1,89 @@
+"""Fixed-topology multi-agent baselines of Table 1: Full-Graph and Random-Graph.
+
+Both put one agent per role of the benchmark (the reference role sets, `mas.roles.ROLE_SETS`), each
+played by the setting's strong model alone (a supernode with no proposers), run one round of the DAG
+through the supernode runtime (`runtime.run_mas`) and end with the decision node (strong model, reading
+every agent's output):
+
+- Full-Graph: every forward edge i -> j, i < j, in role order (the densest DAG; paper: "enabling all
+  agents to communicate");
+- Random-Graph: a seeded random DAG per query, drawn with the graph pool's recipe
+  (`learn.graph_pool.random_dags`: random order, spanning tree, extra forward edges) at a density
+  ~ U[0.3, 0.7] (the reference code's stage-1 training range), key = fold_in(seed, crc32(item id)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.learn import graph_pool
+from hieramas_jax.mas import roles
+from hieramas_jax.mas.config import MASConfig, Supernode
+from hieramas_jax.mas.runtime import run_mas
+from hieramas_jax.mas.trace import Trace
+from hieramas_jax.methods.api import RunContext, Untrained, register
+
+
+def strong_agents(benchmark: str, strong: str) -> tuple[Supernode, ...]:
+  """One solo agent per role, every one the strong model."""
+  return tuple(Supernode(role, (), strong) for role in roles.roles_for(benchmark))
+
+
+@dataclasses.dataclass(frozen=True)
+class FullGraph(Untrained):
+  """Every role, every forward edge, one round, the strong model everywhere."""
+
+  name = "full_graph"
+
+  async def solve(self, ctx: RunContext, item: Item) -> Trace:
+    nodes = strong_agents(item.benchmark, ctx.pool.strong)
+    config = MASConfig(nodes, graph_pool.full(len(nodes)), ctx.pool.strong)
+    return await run_mas(ctx.client, item, config, ctx.settings, method=self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomGraph(Untrained):
+  """A seeded random DAG per query over every role, the strong model everywhere.
+
+  Attributes:
+    min_density, max_density: the range the query's target density is drawn from.
+  """
+
+  name = "random_graph"
+  min_density: float = 0.3
+  max_density: float = 0.7
+
+  def __post_init__(self):
+    if not 0.0 <= self.min_density <= self.max_density <= 1.0:
+      raise ValueError(f"need 0 <= min_density <= max_density <= 1, got {self.min_density}, {self.max_density}")
+
+  def graph_for(self, seed: int, item: Item, num_roles: int) -> np.ndarray:
+    """The query's DAG: a pure function of (seed, item id), whatever order queries run in."""
+    key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(item.id.encode()))
+    adj = graph_pool.random_dags(key, jnp.full((1,), self.min_density, jnp.float32),
+                                 jnp.full((1,), self.max_density, jnp.float32), num_nodes=num_roles)
+    return np.asarray(adj[0], bool)
+
+  async def solve(self, ctx: RunContext, item: Item) -> Trace:
+    nodes = strong_agents(item.benchmark, ctx.pool.strong)
+    adj = self.graph_for(ctx.seed, item, len(nodes))
+    config = MASConfig(nodes, adj, ctx.pool.strong)
+    trace = await run_mas(ctx.client, item, config, ctx.settings, method=self.name)
+    trace.extra["graph_density"] = float(graph_pool.edge_density(adj[None], np.ones((1, len(nodes)), bool))[0])
+    return trace
+
+
+@register("full_graph")
+def make_full_graph(**kwargs) -> FullGraph:
+  return FullGraph(**kwargs)
+
+
+@register("random_graph")
+def make_random_graph(**kwargs) -> RandomGraph:
+  return RandomGraph(**kwargs)

@@ -1,0 +1,97 @@
+"""HieraMAS's own results file (`results/hieramas_<benchmark>_<pool>[_<tag>].json`) from its cell's run dir.
+
+Beyond the Table 1 figures: mean system reward, active roles, the chosen graphs' densities and
+identities (paper Fig. 3) and the LLM preference counts per position (paper Fig. 4), all computed
+from the per-query records in the cell's items.jsonl (their trace summaries carry `choices`,
+`graph_index`, `graph_density`, `graph_kind`, `graph_edges`, `active_roles`).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hieramas_jax.learn.rewards import system_reward
+
+DENSITY_BANDS = ((0.0, 1 / 3), (1 / 3, 2 / 3), (2 / 3, 1.0 + 1e-9))
+
+
+def results_name(benchmark: str, pool: str, tag: str = "") -> str:
+  """hieramas_<benchmark>_<pool>[_<tag>]."""
+  return f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "")
+
+
+def read_items(run_dir: str | pathlib.Path) -> list[dict[str, Any]]:
+  """The cell's per-query records (items.jsonl), one dict per test query."""
+  path = pathlib.Path(run_dir) / "items.jsonl"
+  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def preferences(records: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> dict[str, Any]:
+  """Per-position LLM preference counts over the test queries (paper Fig. 4 in counts)."""
+  by_kind: dict[str, collections.Counter] = {"proposer": collections.Counter(), "synthesizer": collections.Counter()}
+  by_role = {r: {"proposer": collections.Counter(), "synthesizer": collections.Counter()} for r in roles}
+  by_position: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  for rec in records:
+    for role, row in zip(roles, rec["trace"]["choices"]):
+      for p, name in enumerate(row):
+        kind = "synthesizer" if p == len(row) - 1 else "proposer"
+        by_kind[kind][name] += 1
+        by_role[role][kind][name] += 1
+        by_position["synthesizer" if kind == "synthesizer" else f"proposer:{p}"][name] += 1
+
+  def plain(c):
+    return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+  return {"proposer": plain(by_kind["proposer"]), "synthesizer": plain(by_kind["synthesizer"]),
+          "by_position": {k: plain(v) for k, v in sorted(by_position.items())},
+          "by_role": {r: {k: plain(v) for k, v in d.items()} for r, d in by_role.items()}}
+
+
+def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+  """Densities and identities of the chosen graphs (paper Fig. 3: most frequent graphs, density range)."""
+  traces = [r["trace"] for r in records]
+  dens = np.array([t["graph_density"] for t in traces], np.float64)
+  counts = collections.Counter(t["graph_index"] for t in traces)
+  kinds = collections.Counter(t["graph_kind"] for t in traces)
+  edges = {t["graph_index"]: t["graph_edges"] for t in traces}
+  density_of = {t["graph_index"]: t["graph_density"] for t in traces}
+  return {"mean": float(dens.mean()), "min": float(dens.min()), "max": float(dens.max()),
+          "bands": {f"{lo:.2f}-{min(hi, 1.0):.2f}": int(((dens >= lo) & (dens < hi)).sum()) for lo, hi in DENSITY_BANDS},
+          "kinds": dict(kinds), "distinct_graphs": len(counts),
+          "top_graphs": [{"index": int(g), "count": int(c), "density": density_of[g], "edges": edges[g]}
+                         for g, c in counts.most_common(5)]}
+
+
+def chosen(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+  """Per test query: the chosen graph (index, density, kind, edges) and LLM per position."""
+  keys = ("graph_index", "graph_density", "graph_kind", "graph_edges", "choices", "active_roles")
+  return [{"item_id": r["item_id"], "correct": r["correct"], "cost_usd": r["cost_usd"],
+           **{k: r["trace"][k] for k in keys}} for r in records]
+
+
+def test_summary(records: Sequence[Mapping[str, Any]], roles: Sequence[str], reward_k: float) -> dict[str, Any]:
+  """Mean system reward, active roles, graph statistics and LLM preferences over the test queries."""
+  correct = np.array([r["correct"] for r in records], bool)
+  cost = np.array([r["cost_usd"] for r in records], np.float64)
+  reward = np.asarray(system_reward(correct, cost, k=reward_k), np.float64)
+  active = np.array([len(r["trace"]["active_roles"]) for r in records])
+  return {"mean_cost_usd": float(cost.mean()), "mean_system_reward": float(reward.mean()),
+          "mean_active_roles": float(active.mean()), "num_roles": len(roles),
+          "graph_density": graph_statistics(records), "llm_preferences": preferences(records, roles)}
+
+
+def results_record(cell: Mapping[str, Any], records: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
+                   roles: Sequence[str], sizes: Mapping[str, int], prov: Mapping[str, Any]) -> dict[str, Any]:
+  """The results file's content: the cell's Table 1 record plus the HieraMAS-specific summaries."""
+  return {"method": "hieramas", "benchmark": cell["benchmark"], "pool": cell["pool"], "setting": cell["setting"],
+          "split": "test", "tag": cell.get("tag", ""),
+          **{k: cell[k] for k in ("accuracy", "n", "n_correct", "cost_usd", "n_calls", "prompt_tokens",
+                                  "completion_tokens")},
+          **test_summary(records, roles, float(config["reward_k"])),
+          "training": cell.get("training"), "fit": cell.get("fit"), "loaded_from": cell.get("loaded_from"),
+          "config": dict(config), "run_dir": cell["run_dir"], "sizes": dict(sizes), "provenance": dict(prov)}

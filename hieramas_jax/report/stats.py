@@ -1,0 +1,86 @@
+"""Statistics a reader can trust (the paper reports none): intervals per cell, paired tests, seed spread.
+
+- `bootstrap_ci`: percentile bootstrap interval of a mean over queries (accuracy: the mean of 0/1).
+- `paired_difference`: method A against method B on the same queries: the mean difference, its
+  paired percentile-bootstrap interval (queries resampled together, so the items' shared difficulty
+  cancels), and McNemar's exact test on the discordant pairs (two-sided binomial, p = 0.5).
+- `mean_sd`: mean +- sample standard deviation over seeds.
+
+Every resampling uses a numpy Generator seeded explicitly, so a table is the same on every rebuild.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+N_BOOT = 10_000
+LEVEL = 0.95
+
+
+def _percentiles(samples: np.ndarray, level: float) -> tuple[float, float]:
+  lo, hi = np.quantile(samples, [(1 - level) / 2, 1 - (1 - level) / 2], method="inverted_cdf")
+  return float(lo), float(hi)
+
+
+def bootstrap_means(values: Sequence[float], *, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+  """Means of `n_boot` resamples (with replacement, same size) of `values`."""
+  x = np.asarray(values, np.float64)
+  if x.size == 0:
+    raise ValueError("bootstrap of zero values")
+  rng = np.random.default_rng(seed)
+  idx = rng.integers(0, x.size, size=(n_boot, x.size))
+  return x[idx].mean(axis=1)
+
+
+def bootstrap_ci(values: Sequence[float], *, level: float = LEVEL, n_boot: int = N_BOOT,
+                 seed: int = 0) -> tuple[float, float]:
+  """Percentile bootstrap interval of the mean of `values`."""
+  return _percentiles(bootstrap_means(values, n_boot=n_boot, seed=seed), level)
+
+
+def mcnemar_exact_p(a: Sequence[bool], b: Sequence[bool]) -> tuple[float, int, int]:
+  """Two-sided exact McNemar test of paired binary outcomes.
+
+  Returns:
+    (p, n10, n01): n10 = pairs where only `a` is correct, n01 = only `b`; p = min(1, 2 P[X <= min]),
+    X ~ Binomial(n10 + n01, 1/2); p = 1 with no discordant pair.
+  """
+  a = np.asarray(a, bool)
+  b = np.asarray(b, bool)
+  if a.shape != b.shape:
+    raise ValueError(f"paired outcomes of different lengths: {a.shape} vs {b.shape}")
+  n10 = int((a & ~b).sum())
+  n01 = int((~a & b).sum())
+  n = n10 + n01
+  if n == 0:
+    return 1.0, n10, n01
+  k = min(n10, n01)
+  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+  return min(1.0, 2.0 * tail), n10, n01
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *, level: float = LEVEL, n_boot: int = N_BOOT,
+                      seed: int = 0) -> dict[str, Any]:
+  """Mean of a - b over paired queries, its bootstrap interval and (0/1 outcomes) McNemar's p."""
+  x = np.asarray(a, np.float64)
+  y = np.asarray(b, np.float64)
+  if x.shape != y.shape:
+    raise ValueError(f"paired outcomes of different lengths: {x.shape} vs {y.shape}")
+  d = x - y
+  lo, hi = bootstrap_ci(d, level=level, n_boot=n_boot, seed=seed)
+  out = {"delta": float(d.mean()), "ci": [lo, hi], "n": int(d.size)}
+  if set(np.unique(x)) <= {0.0, 1.0} and set(np.unique(y)) <= {0.0, 1.0}:
+    p, n10, n01 = mcnemar_exact_p(x.astype(bool), y.astype(bool))
+    out.update({"p_mcnemar": p, "only_a": n10, "only_b": n01})
+  return out
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+  """Mean and sample standard deviation (None with a single value)."""
+  x = np.asarray(values, np.float64)
+  if x.size == 0:
+    raise ValueError("mean of zero values")
+  return float(x.mean()), (float(x.std(ddof=1)) if x.size > 1 else None)
