@@ -117,10 +117,8 @@ class GDesigner:
     self._check_ctx(ctx)
     state_store = ParamState(ctx.require_state_dir(self.name) / "checkpoints")
     await asyncio.to_thread(self._role_embeddings)
-    template = self._fresh_state()
+    template = await asyncio.to_thread(self._fresh_state)
     state = state_store.restore(template) or template
-    optimizer = optax.adam(self.config.lr)
-    grad_fn = jax.jit(jax.value_and_grad(model.loss_fn), static_argnames=("net",))
     bound = ctx.query_bound(32)
     history = []
     for step in range(int(state["step"]), self.config.iterations):
@@ -128,7 +126,8 @@ class GDesigner:
       batch = [train[i] for i in idx]
       query_emb = await embed([it.question for it in batch], self.config.encoder)
       self.params = state["params"]
-      probs = self._probs(query_emb)
+      # Jitted calls in a worker thread: the first compiles for seconds while other cells keep running.
+      probs = await asyncio.to_thread(self._probs, query_emb)
       draws = [model.sample_rounds(probs[b], self.config.rounds, np.random.default_rng([self.seed, _TRAIN_STREAM,
                                                                                           step, b]))
                for b in range(len(batch))]
@@ -143,13 +142,12 @@ class GDesigner:
       utility = jnp.asarray(solved, jnp.float32)
       considered = jnp.asarray(np.stack([d[1].considered for d in draws]))
       chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
-      loss, grads = grad_fn(state["params"], model.query_graphs(self._role_embeddings(), query_emb), considered,
-                            chosen, utility, net=self.net)
+      new_state, loss = await asyncio.to_thread(
+          model.train_step, state, model.query_graphs(self._role_embeddings(), query_emb), considered, chosen,
+          utility, net=self.net, lr=self.config.lr)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"gdesigner: non-finite loss at step {step}")
-      updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
-      state = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
-               "step": jnp.int32(step + 1)}
+      state = new_state
       state_store.save(step + 1, state)
       ctx.commit()
       scalars = {"gdesigner/loss": float(loss), "gdesigner/batch_accuracy": float(np.mean(solved)),
@@ -185,7 +183,7 @@ class GDesigner:
       if self.config.iterations:
         raise MethodError("gdesigner.solve before fit() or load()")
       self.params = self._fresh_state()["params"]
-    probs = self._probs(await embed([item.question], self.config.encoder))[0]
+    probs = (await asyncio.to_thread(self._probs, await embed([item.question], self.config.encoder)))[0]
     rng = np.random.default_rng([self.seed, _SOLVE_STREAM, zlib.crc32(item.id.encode())])
     adjs, _ = model.sample_rounds(probs, self.config.rounds, rng)
     trace = await run_rounds(ctx.client, item, self._rounds_config(adjs, ctx.pool.strong), ctx.settings,

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import jraph
 import numpy as np
+import optax
 
 
 class EdgeSamples(NamedTuple):
@@ -111,7 +112,13 @@ def edge_probs(params, graph: jraph.GraphsTuple, *, net: TopologyNet) -> jax.Arr
 
 
 def init_params(rng: jax.Array, net: TopologyNet, role_emb: np.ndarray, query_dim: int):
-  return net.init(rng, query_graphs(role_emb, np.zeros((1, query_dim), np.float32)))["params"]
+  return _jit_init(net, rng, query_graphs(role_emb, np.zeros((1, query_dim), np.float32)))["params"]
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_init(net, rng, graph):
+  # Jitted: eager Flax init compiles op by op (seconds each time on 2 cores).
+  return net.init(rng, graph)
 
 
 def sample_dag(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,3 +168,12 @@ def reinforce_loss(probs: jax.Array, considered: jax.Array, chosen: jax.Array, u
 
 def loss_fn(params, graph, considered, chosen, utility, *, net: TopologyNet):
   return reinforce_loss(net.apply({"params": params}, graph), considered, chosen, utility)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "lr"))
+def train_step(state, graph, considered, chosen, utility, *, net: TopologyNet, lr: float):
+  """One Adam update of {"params", "opt_state", "step"} on a batch's draws; returns (state, loss)."""
+  loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, considered, chosen, utility, net=net)
+  updates, opt_state = optax.adam(lr).update(grads, state["opt_state"], state["params"])
+  return {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
+          "step": state["step"] + 1}, loss

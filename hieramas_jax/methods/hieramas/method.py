@@ -137,8 +137,9 @@ class HieraMAS:
                                              settings=ctx.settings, progress=ctx.progress, bound=bound)
         training.save_stage2_data(data, state_dir)
         ctx.commit()
-      self.scorer_params, history = training.train_stage2(data, emb, cfg, state_dir, writer=ctx.writer,
-                                                          step_offset=cfg.stage1_steps, progress=ctx.progress)
+      self.scorer_params, history = await asyncio.to_thread(
+          training.train_stage2, data, emb, cfg, state_dir, writer=ctx.writer, step_offset=cfg.stage1_steps,
+          progress=ctx.progress)
     self.fit_summary = {
         "stage1_best": best,
         "stage2": {"queries": int(data["labels"].shape[0]), "graphs_per_query": int(data["labels"].shape[1]),
@@ -181,7 +182,7 @@ class HieraMAS:
     del ctx
     await self._embed(items)
     if items and self.policy_state is not None:
-      warm_up(self, items[0])
+      await asyncio.to_thread(warm_up, self, items[0])
 
   def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
     """(choices [R, P], scores [K]) for one query: greedy policy and all K candidates scored at once."""

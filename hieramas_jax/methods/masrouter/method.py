@@ -169,7 +169,7 @@ class MASRouter:
     s = self._static_embeddings()
     inputs = model.RouterInputs(jnp.zeros((1, s["tasks"].shape[1]), jnp.float32), jnp.asarray(s["tasks"]),
                                 jnp.asarray(s["modes"]), jnp.asarray(s["roles"]), jnp.asarray(s["llms"]))
-    params = model.init_params(jax.random.key(self.seed), self.net, inputs)
+    params = model.init_params(jax.random.key(self.seed), inputs, net=self.net)
     return {"params": params, "opt_state": optax.adam(self.config.lr).init(params), "step": jnp.int32(0)}
 
   def system(self, choices: model.Choices, b: int) -> tuple[str, RoundsConfig]:
@@ -201,8 +201,6 @@ class MASRouter:
     store = ParamState(state_dir / "checkpoints")
     template = await asyncio.to_thread(self._fresh_state)
     state = store.restore(template) or template
-    optimizer = optax.adam(self.config.lr)
-    grad_fn = jax.jit(jax.value_and_grad(model.loss_fn), static_argnames=("net",))
     bound = ctx.query_bound(32)
     steps = self._steps(len(train))
     labels_for = jnp.full((self.batch_size,), TASK_INDEX[DOMAIN[self.benchmark]], jnp.int32)
@@ -211,7 +209,8 @@ class MASRouter:
       batch = [train[i] for i in batch_indices(self.seed, step, self.batch_size, len(train))]
       inputs = await self._inputs(batch)
       rng = jax.random.fold_in(jax.random.key(self.seed), _TRAIN_STREAM * 1_000_003 + step)
-      out = model.sample(state["params"], inputs, rng, net=self.net)
+      # Jitted calls in a worker thread: the first compiles for seconds while other cells keep running.
+      out = await asyncio.to_thread(model.sample, state["params"], inputs, rng, net=self.net)
       systems = [self.system(out.choices, b) for b in range(len(batch))]
 
       async def one(b):
@@ -224,12 +223,11 @@ class MASRouter:
       solved = np.array([r[0] for r in results])
       cost = np.array([r[1] for r in results])
       utility = jnp.asarray(solved - self.cost_rate * cost, jnp.float32)
-      loss, grads = grad_fn(state["params"], inputs, rng, out.choices, labels_for, utility, net=self.net)
+      new_state, loss = await asyncio.to_thread(model.train_step, state, inputs, rng, out.choices, labels_for, utility,
+                                                net=self.net, lr=self.config.lr)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"masrouter: non-finite loss at step {step}")
-      updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
-      state = {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
-               "step": jnp.int32(step + 1)}
+      state = new_state
       store.save(step + 1, state)
       ctx.commit()
       scalars = {"masrouter/loss": float(loss), "masrouter/batch_accuracy": float(solved.mean()),
@@ -265,7 +263,7 @@ class MASRouter:
       raise MethodError("masrouter.solve before fit() or load()")
     inputs = await self._inputs([item])
     rng = jax.random.fold_in(jax.random.key(self.seed), _SOLVE_STREAM * 1_000_003 + zlib.crc32(item.id.encode()))
-    out = model.sample(self.params, inputs, rng, net=self.net)
+    out = await asyncio.to_thread(model.sample, self.params, inputs, rng, net=self.net)
     mode, system = self.system(out.choices, 0)
     trace = await run_rounds(ctx.client, item, system, ctx.settings, method=self.name)
     trace.extra.update({"mode": mode, "agents": int(out.choices.agents[0]),

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import optax
 from jax.scipy.special import gammaln
 
 PRIOR_STD = 0.1
@@ -211,5 +212,23 @@ def loss_fn(params, inputs: RouterInputs, rng: jax.Array, choices: Choices, task
   return router_loss(net.apply({"params": params}, inputs, rng, choices), task_labels, utility)
 
 
-def init_params(rng: jax.Array, net: RouterNet, inputs: RouterInputs):
+@functools.partial(jax.jit, static_argnames=("net",))
+def replay(params, inputs: RouterInputs, rng: jax.Array, choices: Choices, *, net: RouterNet) -> RouterOut:
+  """The forward pass with given choices (what the loss differentiates)."""
+  return net.apply({"params": params}, inputs, rng, choices)
+
+
+@functools.partial(jax.jit, static_argnames=("net",))
+def init_params(rng: jax.Array, inputs: RouterInputs, *, net: RouterNet):
+  # Jitted: eager Flax init compiles op by op (tens of seconds for the unrolled cascade on 2 cores).
   return net.init(rng, inputs, rng)["params"]
+
+
+@functools.partial(jax.jit, static_argnames=("net", "lr"))
+def train_step(state, inputs: RouterInputs, rng: jax.Array, choices: Choices, task_labels: jax.Array,
+               utility: jax.Array, *, net: RouterNet, lr: float):
+  """One Adam update of {"params", "opt_state", "step"}; returns (state, loss)."""
+  loss, grads = jax.value_and_grad(loss_fn)(state["params"], inputs, rng, choices, task_labels, utility, net=net)
+  updates, opt_state = optax.adam(lr).update(grads, state["opt_state"], state["params"])
+  return {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
+          "step": state["step"] + 1}, loss

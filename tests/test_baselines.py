@@ -1,0 +1,217 @@
+"""The baselines' pieces against hand computations: GDesigner's net and loss, MASRouter's loss, AFlow's search
+step, the multi-round agent runtime, Full-Graph / Random-Graph, and AFlow's sandboxed operators."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hieramas_jax.benchmarks.data import items_by_id, load_items
+from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
+from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.aflow import search as aflow_search
+from hieramas_jax.methods.aflow.workflow import Workflow, edits
+from hieramas_jax.methods.gdesigner import model as gd
+from hieramas_jax.methods.masrouter import model as mr
+from mas_fakes import FakeClient
+
+MMLU = load_items("mmlu_redux")[0]
+
+
+# --- GDesigner ------------------------------------------------------------------------------------
+
+
+def _gcn_reference(x, adj, kernel, bias):
+  """Kipf-Welling by hand: D^-1/2 (A + I) D^-1/2 (X W + b)."""
+  a_hat = adj + np.eye(adj.shape[0])
+  d = a_hat.sum(1)
+  norm = a_hat / np.sqrt(d[:, None] * d[None, :])
+  return norm @ (x @ kernel + bias)
+
+
+def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
+  rng = np.random.default_rng(0)
+  role = rng.normal(size=(3, 4)).astype(np.float32)
+  query = rng.normal(size=(1, 4)).astype(np.float32)
+  net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2)
+  params = gd.init_params(jax.random.key(1), net, role, 4)
+  probs = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), net=net))[0]
+  p = jax.tree_util.tree_map(np.asarray, params)
+  chain = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], np.float64)  # the anchor: roles in a chain
+  x = np.concatenate([role, np.repeat(query, 3, 0)], 1)
+  h = np.maximum(_gcn_reference(x, chain, p["gcn1"]["kernel"], p["gcn1"]["bias"]), 0)
+  h = _gcn_reference(h, chain, p["gcn2"]["kernel"], p["gcn2"]["bias"])
+  z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0) @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
+  s = z @ z.T
+  expected = 1 / (1 + np.exp(-(s - s.min()) / (s.max() - s.min())))
+  np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-6)
+  assert probs.min() >= 0.5 - 1e-6 and probs.max() <= 1 / (1 + math.exp(-1)) + 1e-6  # the reference's [0.5, 0.73]
+
+
+def test_gdesigner_sampling_skips_cycle_closing_pairs_and_the_loss_is_reinforce():
+  # Probability 1 everywhere: every pair that does not close a cycle is kept, in i-major order.
+  adj, considered, chosen = gd.sample_dag(np.ones((3, 3)), np.random.default_rng(0))
+  np.testing.assert_array_equal(adj, np.triu(np.ones((3, 3), bool), 1))
+  np.testing.assert_array_equal(considered, adj)  # 1->0, 2->0, 2->1 would close cycles: never drawn
+  # Hand-computed loss: query 0 kept edge (0,1) at p = 0.6 and dropped (1,0) at p = 0.7; query 1 kept (0,1) at
+  # p = 0.5; utilities 1 and 0. loss = -(1 * (log 0.6 + log 0.3) + 0 * log 0.5) / 2.
+  probs = jnp.array([[[0.5, 0.6], [0.7, 0.5]], [[0.5, 0.5], [0.5, 0.5]]])
+  considered = jnp.array([[[[False, True], [True, False]]], [[[False, True], [False, False]]]])
+  chosen = jnp.array([[[[False, True], [False, False]]], [[[False, True], [False, False]]]])
+  loss = gd.reinforce_loss(probs, considered, chosen, jnp.array([1.0, 0.0]))
+  assert float(loss) == pytest.approx(-(math.log(0.6) + math.log(0.3)) / 2, rel=1e-6)
+
+
+# --- MASRouter ------------------------------------------------------------------------------------
+
+
+def test_masrouter_loss_terms_against_hand_computed_values():
+  # Multinomial: n = 2.4 agents, counts (2, 0, 1), probabilities (0.5, 0.3, 0.2).
+  lp = mr.multinomial_log_prob(jnp.array([2.4]), jnp.array([[2.0, 0.0, 1.0]]), jnp.array([[0.5, 0.3, 0.2]]))
+  expected = math.lgamma(3.4) - (math.lgamma(3) + math.lgamma(1) + math.lgamma(2)) + 2 * math.log(0.5) + math.log(0.2)
+  assert float(lp[0]) == pytest.approx(expected, rel=1e-6)
+  # Task loss: cross-entropy over already-softmaxed scores (the reference's quirk).
+  probs = jnp.array([[0.7, 0.2, 0.1]])
+  ce = -(0.7 - math.log(math.exp(0.7) + math.exp(0.2) + math.exp(0.1)))
+  assert float(mr.task_loss(probs, jnp.array([0]))) == pytest.approx(ce, rel=1e-6)
+  # VAE: MSE + KL to N(0, 0.1^2), by hand on two numbers.
+  x, x_hat, mu, log_var = jnp.array([1.0, 2.0]), jnp.array([1.5, 2.0]), jnp.array([0.1, -0.2]), jnp.array([0.0, -1.0])
+  mse = (0.25 + 0.0) / 2
+  kld = -0.5 * np.mean([1 - math.log(0.01) + lv - (m * m + math.exp(lv)) / 0.01 for m, lv in ((0.1, 0.0), (-0.2, -1.0))])
+  assert float(mr.vae_loss(x_hat, x, mu, log_var)) == pytest.approx(mse + kld, rel=1e-6)
+  # The whole loss: CE + mean(-u log P) + 0.001 VAE.
+  out = mr.RouterOut(None, jnp.array([-2.0, -1.0]), jnp.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), None,
+                     jnp.array(3.0), None, None, None)
+  total = mr.router_loss(out, jnp.array([0, 0]), jnp.array([0.5, -1.0]))
+  assert float(total) == pytest.approx(ce + (2.0 * 0.5 + 1.0 * -1.0) / 2 + 0.003, rel=1e-6)
+
+
+def test_masrouter_log_prob_is_the_log_of_its_own_decision_probabilities():
+  rng = np.random.default_rng(0)
+  x = mr.RouterInputs(jnp.asarray(rng.normal(size=(3, 8)), jnp.float32), jnp.asarray(rng.normal(size=(3, 8)), jnp.float32),
+                      jnp.asarray(rng.normal(size=(6, 8)), jnp.float32), jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
+                      jnp.asarray(rng.normal(size=(5, 8)), jnp.float32))
+  net = mr.RouterNet(max_agents=6, hidden=6)
+  params = mr.init_params(jax.random.key(0), x, net=net)
+  out = mr.sample(params, x, jax.random.key(7), net=net)
+  c = out.choices
+  for b in range(3):
+    n = int(c.agents[b])
+    assert 1 <= n <= 6
+    expected = math.log(float(out.mode_probs[b, c.mode[b]]))
+    expected += sum(math.log(float(out.role_probs[b, j, c.roles[b, j]])) for j in range(n))
+    counts = np.bincount(np.asarray(c.llms[b, :n]), minlength=5)
+    expected += (math.lgamma(float(out.agents_float[b]) + 1) - sum(math.lgamma(k + 1) for k in counts)
+                 + sum(k * math.log(float(out.llm_probs[b, l])) for l, k in enumerate(counts)))
+    assert float(out.log_prob[b]) == pytest.approx(expected, rel=1e-4, abs=1e-4)
+  # The loss pass replays the sampled choices with the same key: the same log-probabilities.
+  again = mr.replay(params, x, jax.random.key(7), c, net=net)
+  np.testing.assert_allclose(np.asarray(again.log_prob), np.asarray(out.log_prob), rtol=1e-6)
+
+
+# --- AFlow ----------------------------------------------------------------------------------------
+
+
+def test_aflow_selection_probabilities_by_hand():
+  # Scores 0.5 and 0.7 -> 50 and 70; softmax(0.2 * (s - 70)) = (1, e^-4) / (1 + e^-4); mixed with 0.3 uniform.
+  p = aflow_search.mixed_probabilities([0.7, 0.5])
+  soft = np.array([1.0, math.exp(-4)]) / (1 + math.exp(-4))
+  np.testing.assert_allclose(p, 0.3 / 2 + 0.7 * soft, rtol=1e-12)
+  assert p[0] == pytest.approx(0.837410, abs=1e-6) and p[1] == pytest.approx(0.162590, abs=1e-6)
+
+
+def test_aflow_search_step_modifies_a_selected_parent_once_per_edit_and_records_it():
+  evaluated = []
+
+  async def evaluate(workflow):
+    evaluated.append(workflow)
+    return 0.1 * workflow.samples + 0.05 * workflow.reviews, 0.01
+
+  root = aflow_search.Round(1, Workflow(), None, None, 0.5, 0.0)
+  rounds = [root]
+  # With one round, the parent is round 1 and the child one of its edits, drawn by the round's own generator.
+  child = asyncio.run(aflow_search.search_step(rounds, evaluate, "mmlu_redux", seed=0))
+  rng = np.random.default_rng([0, aflow_search._STREAM, 2])  # pylint: disable=protected-access
+  assert int(rng.choice(1, p=[1.0])) == 0
+  options = edits(Workflow(), "mmlu_redux")
+  assert (child.modification, child.workflow) == options[int(rng.integers(len(options)))]
+  assert child.round == 2 and child.parent == 1 and evaluated == [child.workflow]
+  assert child.score == pytest.approx(0.1 * child.workflow.samples + 0.05 * child.workflow.reviews)
+  # Resumable: the same rounds give the same step.
+  assert asyncio.run(aflow_search.search_step(rounds, evaluate, "mmlu_redux", seed=0)) == child
+  # An edit tried from a parent is never tried again from it; once all are tried, nothing is left.
+  rounds = [root]
+  while (nxt := asyncio.run(aflow_search.search_step(rounds, evaluate, "mmlu_redux", seed=0))) is not None:
+    rounds.append(nxt)
+  from_root = [r.modification for r in rounds if r.parent == 1]
+  assert len(from_root) == len(set(from_root))
+  assert len({r.workflow.key for r in rounds}) == len(rounds)
+  assert aflow_search.best_round(rounds).score == max(r.score for r in rounds)
+
+
+def test_aflow_operators_only_where_the_benchmark_supports_them():
+  labels = {label for label, _ in edits(Workflow(), "math")}
+  assert "+ Programmer" in labels and "+ Test" not in labels
+  assert "+ Test" in {label for label, _ in edits(Workflow(), "humaneval_plus")}
+  with pytest.raises(ValueError, match="Programmer operator is for MATH"):
+    Workflow(programmer=True).check("mmlu_redux")
+
+
+def test_aflow_test_operator_runs_public_examples_in_the_sandbox():
+  from hieramas_jax.benchmarks.sandbox import assemble_program
+  from hieramas_jax.methods.aflow import execute
+  item = items_by_id("humaneval_plus")["HumanEval/0"]
+  examples = execute.public_examples(item)
+  assert examples and all(call.startswith("has_close_elements(") for call, _ in examples)
+  good = asyncio.run(execute.run_examples(item, assemble_program(item, item.answer)))
+  wrong = asyncio.run(execute.run_examples(item, assemble_program(item, "    return True\n")))
+  assert good == (True, "") and wrong[0] is False and "should be" in wrong[1]
+  assert asyncio.run(execute.run_solve("def solve():\n    return 6 * 7\n")) == (True, "42")
+  assert asyncio.run(execute.run_solve("def solve():\n    return 1 / 0\n"))[0] is False
+
+
+# --- Multi-round agents, Full-Graph, Random-Graph -------------------------------------------------
+
+
+def test_rounds_show_spatial_and_previous_round_outputs_and_the_decision_reads_everyone():
+  client = FakeClient(lambda model, messages, s: f"{model} says The answer is (A)")
+  agents = (RoundAgent("Knowlegable Expert", "qwen3-8b"), RoundAgent("Critic", "llama-8b", reflect=True))
+  spatial = np.array([[False, True], [False, False]])
+  temporal = temporal_from_spatial(spatial)
+  # 1 is spatially reachable from 0, so 1's previous output is not shown to 0 (the reference's cycle check);
+  # 0's previous output is shown to 1.
+  assert temporal.tolist() == [[False, True], [False, False]]
+  config = RoundsConfig(agents, (spatial, spatial), (np.zeros((2, 2), bool), temporal), "gpt-5-mini")
+  trace = asyncio.run(run_rounds(client, MMLU, config))
+  assert len(trace.calls) == config.calls_per_query() == 2 * 3 + 1
+  by_position = {(c.node, c.position): c for c in trace.calls}
+  second = [c for c in client.calls if c["model"] == "llama-8b" and "At the same time" in c["messages"][1]["content"]]
+  assert second, "the Critic reads the expert's round output"
+  assert not any("In the last round of dialogue" in c["messages"][1]["content"] for c in client.calls
+                 if c["model"] == "qwen3-8b")
+  round1_critic = next(c for c in client.calls if c["model"] == "llama-8b"
+                       and "In the last round of dialogue" in c["messages"][1]["content"])
+  assert "Agent 1, role is Knowlegable Expert" in round1_critic["messages"][1]["content"].split("In the last round")[1]
+  assert by_position[(-1, "decision")].model == "gpt-5-mini"
+  decision = client.calls[-1]["messages"][1]["content"]
+  assert "Agent 1, role is Knowlegable Expert" in decision and "Agent 2, role is Critic" in decision
+  assert any(c.position == "round1:reflect" for c in trace.calls)
+
+
+def test_full_graph_and_random_graph_use_every_role_with_the_strong_model():
+  client = FakeClient()
+  ctx = RunContext(client, get_pool("qwen3-80b"), seed=3)
+  full = asyncio.run(make_method("full_graph").solve(ctx, MMLU))
+  assert len(full.calls) == 8 + 1 and {c.model for c in full.calls} == {"qwen3-80b"}
+  assert len(full.extra["config"]["edges"]) == 8 * 7 // 2
+  random_graph = make_method("random_graph")
+  a = random_graph.graph_for(3, MMLU, 8)
+  assert np.array_equal(a, random_graph.graph_for(3, MMLU, 8)) and not np.array_equal(a, random_graph.graph_for(4, MMLU, 8))
+  trace = asyncio.run(random_graph.solve(ctx, MMLU))
+  assert len(trace.calls) == 9 and 0.25 <= trace.extra["graph_density"] <= 0.75
