@@ -62,14 +62,15 @@ def mcnemar_exact_p(a: Sequence[bool], b: Sequence[bool]) -> tuple[float, int, i
   return min(1.0, 2.0 * tail), n10, n01
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], *, level: float = LEVEL, n_boot: int = N_BOOT,
-                      seed: int = 0) -> dict[str, Any]:
-  """Mean of a - b over paired queries, its bootstrap interval and (0/1 outcomes) McNemar's p."""
+def paired_difference(a: Sequence[float], b: Sequence[float], *, scale: float = 1.0, level: float = LEVEL,
+                      n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+  """Mean of a - b over paired queries (times `scale`, e.g. 100 for points), its bootstrap interval, and
+  for 0/1 outcomes McNemar's exact p."""
   x = np.asarray(a, np.float64)
   y = np.asarray(b, np.float64)
   if x.shape != y.shape:
     raise ValueError(f"paired outcomes of different lengths: {x.shape} vs {y.shape}")
-  d = x - y
+  d = scale * (x - y)
   lo, hi = bootstrap_ci(d, level=level, n_boot=n_boot, seed=seed)
   out = {"delta": float(d.mean()), "ci": [lo, hi], "n": int(d.size)}
   if set(np.unique(x)) <= {0.0, 1.0} and set(np.unique(y)) <= {0.0, 1.0}:

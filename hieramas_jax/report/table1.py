@@ -50,7 +50,8 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
     c["ci95"] = list(bootstrap_ci(acc, seed=_seed_of(key)))
     ref = cells.get(cell_key(REFERENCE, c["benchmark"], c["pool"], c["setting"], c["seed"]))
     if c["label"] != REFERENCE and ref is not None and ref["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
-      c["vs_hieramas"] = paired_difference(acc, 100.0 * correct_vector(ref), seed=_seed_of(key + "|paired"))
+      c["vs_hieramas"] = paired_difference(correct_vector(c), correct_vector(ref), scale=100.0,
+                                           seed=_seed_of(key + "|paired"))
   groups: dict[str, dict[str, Any]] = {}
   for c in cells.values():
     g = groups.setdefault(f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}",

@@ -1,0 +1,104 @@
+"""The report layer: statistics against hand computations, the tables' layout from a hand-made record, regret."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hieramas_jax.report import regret as regret_lib
+from hieramas_jax.report.stats import bootstrap_ci, mcnemar_exact_p, mean_sd, paired_difference
+from hieramas_jax.report.table1 import derive, table1_markdown, table3_markdown, table4_markdown, table11_markdown
+
+
+def test_mcnemar_exact_p_by_hand():
+  a = [1, 1, 0, 1, 0, 1, 1, 1, 1, 0]
+  b = [0, 1, 0, 0, 0, 1, 0, 1, 1, 1]
+  # Discordant pairs: a only at 0, 3, 6 (3), b only at 9 (1): p = 2 P[Bin(4, 1/2) <= 1] = 2 (1 + 4) / 16.
+  p, only_a, only_b = mcnemar_exact_p(np.array(a, bool), np.array(b, bool))
+  assert (only_a, only_b) == (3, 1) and p == pytest.approx(10 / 16)
+  assert mcnemar_exact_p([True, False], [True, False]) == (1.0, 0, 0)
+  assert mcnemar_exact_p([True] * 6, [False] * 6)[0] == pytest.approx(2 / 64)
+
+
+def test_paired_bootstrap_interval_matches_the_exact_bootstrap_distribution():
+  # 10 paired queries, the method right and the reference wrong on 3, equal on the others: the bootstrap
+  # mean of the differences is Binomial(10, 0.3) / 10. Its 2.5% and 97.5% quantiles by hand:
+  # P[X <= 0] = 0.7^10 = 0.028 > 0.025 -> 0.0; P[X <= 5] = 0.953 < 0.975 <= P[X <= 6] = 0.989 -> 0.6.
+  cdf = np.cumsum([math.comb(10, k) * 0.3**k * 0.7**(10 - k) for k in range(11)])
+  assert cdf[0] > 0.025 and cdf[5] < 0.975 <= cdf[6]
+  a = [1, 1, 1, 0, 0, 1, 1, 0, 1, 0]
+  b = [0, 0, 0, 0, 0, 1, 1, 0, 1, 0]
+  out = paired_difference(a, b, scale=100.0, n_boot=40_000, seed=1)
+  assert out["delta"] == pytest.approx(30.0)
+  assert out["ci"] == [pytest.approx(0.0), pytest.approx(60.0)]
+  assert out["p_mcnemar"] == pytest.approx(2 / 8) and (out["only_a"], out["only_b"]) == (3, 0)
+  assert bootstrap_ci([1.0] * 5) == (1.0, 1.0)
+  assert mean_sd([70.0, 72.0, 74.0]) == (72.0, pytest.approx(2.0)) and mean_sd([5.0]) == (5.0, None)
+
+
+def _cell(label, benchmark, pool, correct, cost, seed=0, setting="main", training=None):
+  return {"label": label, "method": label.partition("-")[0], "tag": label.partition("-")[2], "benchmark": benchmark,
+          "pool": pool, "setting": setting, "seed": seed, "n": len(correct),
+          "accuracy": 100.0 * sum(correct) / len(correct), "cost_usd": sum(cost), "mean_cost_usd": sum(cost) / len(cost),
+          "training": training, "fit": None, "run_dir": "runs/x",
+          "outcomes": {"ids_sha256": "same", "correct": "".join(map(str, correct)), "cost_usd": cost}}
+
+
+def _record(cells, setting="main", seeds=(0,)):
+  key = lambda c: f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}|seed{c['seed']}"
+  return {"spec": {"methods": sorted({c["method"] for c in cells}), "benchmarks": sorted({c["benchmark"] for c in cells}),
+                   "pools": ["gpt-5-mini", "qwen3-80b"], "setting": setting, "seeds": list(seeds),
+                   "train_limit": {"math": None}, "val_limit": None, "test_limit": None},
+          "endpoint": "sim:seed0:abc", "cells": {key(c): c for c in cells},
+          "provenance": {"backend": "sim", "label": "simulated pool (x)", "seed": 0, "command": "python reproduce.py"}}
+
+
+def test_table1_has_the_paper_layout_published_figures_intervals_and_the_paired_comparison():
+  cells = [_cell("base", "math", p, [1, 0, 1, 1], [0.1] * 4) for p in ("gpt-5-mini", "qwen3-80b")]
+  cells += [_cell("hieramas", "math", p, [1, 1, 1, 1], [0.05] * 4, training={"cost_usd": 1.5}) for p in
+            ("gpt-5-mini", "qwen3-80b")]
+  derived = derive(_record(cells))
+  md = table1_markdown(derived)
+  assert md.splitlines()[0] == "# Table 1 - simulated pool"
+  assert "| Method | Comp. | MATH GPT-5-Mini | MATH Qwen3-80B | Avg. |" in md
+  base_row = next(l for l in md.splitlines() if l.startswith("| Base†"))
+  assert "**75.00 [" in base_row and "· 77.78" in base_row and "· 74.44" in base_row  # ours beside the paper's
+  paired = next(l for l in md.splitlines() if l.startswith("| Base |"))
+  assert "-25.00" in paired and "p=1" in paired  # one discordant pair: McNemar p = 1
+  assert derived["cells"]["base|math|gpt-5-mini|main|seed0"]["vs_hieramas"]["only_b"] == 1
+  assert "python reproduce.py" in md
+  cost = table4_markdown(derived)
+  assert "| HieraMAS | $0.2000 · paper $1.52 | $0.2000 |" in cost
+  train = table11_markdown(derived)
+  assert "| HieraMAS | $1.5000 · paper $2.03 | $1.5000 |" in train and "| Base |" not in train
+
+
+def test_several_seeds_show_mean_and_sd_and_table3_has_the_pools_as_columns():
+  cells = [_cell("gdesigner", "mmlu_redux", p, c, [0.1] * 2, seed=s, setting="generalization")
+           for p in ("gpt-5-mini", "qwen3-80b") for s, c in ((0, [1, 1]), (1, [1, 0]), (2, [0, 0]))]
+  derived = derive(_record(cells, setting="generalization", seeds=(0, 1, 2)))
+  group = derived["groups"]["gdesigner|mmlu_redux|gpt-5-mini|generalization"]
+  assert group["accuracy_mean"] == pytest.approx(50.0) and group["accuracy_sd"] == pytest.approx(50.0)
+  md = table3_markdown(derived)
+  assert "| Method | GPT-5-Mini | Qwen3-80B | Avg. |" in md
+  assert "| GDesigner | 50.00 ± 50.00 (3 seeds) | 50.00 ± 50.00 (3 seeds) | 50.00 |" in md
+
+
+def test_regret_of_three_rows_and_its_paired_interval():
+  assert regret_lib.regret(1.0, 0.9, 0.0) == (pytest.approx(0.1), None)
+  assert regret_lib.regret(0.2, 0.4, -0.8)[0] == pytest.approx(-0.2)  # learning beats the best static one
+  assert regret_lib.regret(0.3, None, 0.1) == (None, "no learned result")
+  assert "does not beat random" in regret_lib.regret(0.1, 0.0, 0.1)[1]
+  # Cost 0: reward 1 when solved, -1 when not. Oracle 4/4, learned 3/4, random 1/4 -> O = 1, L = 0.5, R = -0.5.
+  cells = [_cell("static_search", "math", "gpt-5-mini", [1, 1, 1, 1], [0.0] * 4),
+           _cell("hieramas", "math", "gpt-5-mini", [1, 1, 1, 0], [0.0] * 4),
+           _cell("random_config", "math", "gpt-5-mini", [1, 0, 0, 0], [0.0] * 4)]
+  record = regret_lib.regret_record(_record(cells))
+  (entry,) = record["entries"].values()
+  assert (entry["oracle_reward"], entry["learned_reward"], entry["random_reward"]) == (1.0, 0.5, -0.5)
+  assert entry["regret"] == pytest.approx(1 / 3) and entry["meets_goal"] is False
+  lo, hi = entry["regret_ci95"]
+  assert lo <= 1 / 3 <= hi
+  assert "| math | gpt-5-mini | 0 | 0.500 | 1.000 | -0.500 | 0.33 [" in regret_lib.regret_markdown(record)
