@@ -413,15 +413,18 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
     done = {k for k in load_done(run_dir) if k in wanted}
     need_state = len(done) < len(wanted)
     fit = None
+    started = time.monotonic()
     if method.trainable:
       fit = await _fit_or_load(cell, method, items, ctx, run_dir, source, need_state=need_state, writers=writers,
                                progress=progress, show_bars=show_bars)
+    fitted = time.monotonic()
     if need_state:
       await method.prepare([it for it in items.test if it.id not in done], ctx)
     progress.status(cell.key, "evaluating", done=len(done))
     results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound,
                              writers=[_ItemProgress(progress, cell.key)], progress=False, desc=cell.key)
     summary = summarise(results)
+    timing = {"fit_or_load_s": round(fitted - started, 3), "evaluate_s": round(time.monotonic() - fitted, 3)}
     # A variant that loads another cell's fit spent nothing on training itself.
     training = fit["training"] if fit and not fit.get("loaded_from") else None
     record = {**dataclasses.asdict(cell), "label": cell.label, **summary,
@@ -429,6 +432,7 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
               "training": training, "fit": (fit or {}).get("summary"),
               "loaded_from": (fit or {}).get("loaded_from"),
               "sizes": {"train": len(items.train), "val": len(items.val), "test": len(items.test)},
+              "timing": timing,
               "run_dir": repo_relative(run_dir), "outcomes": outcomes(results)}
     atomic_write_json(run_dir / SUMMARY_FILE, {k: v for k, v in record.items() if k != "outcomes"})
     progress.status(cell.key, "done", accuracy=round(summary["accuracy"], 2))
