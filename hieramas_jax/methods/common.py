@@ -21,12 +21,14 @@ from hieramas_jax.fileio import atomic_write_bytes
 from hieramas_jax.learn import checkpoint as checkpoint_lib
 from hieramas_jax.learn.encoder import get_encoder
 
-_ENCODER_LOCK = threading.Lock()
+# One encoding job at a time across every cell of the process: two cells embedding the same texts
+# (HieraMAS in both pool settings) would otherwise both miss the cache and do the work twice.
+ENCODER_LOCK = threading.Lock()
 
 
 def embed_now(texts: Sequence[str], model: str) -> np.ndarray:
   """[n, D] unit embeddings (encoder cache first), in the calling thread."""
-  with _ENCODER_LOCK:
+  with ENCODER_LOCK:
     return get_encoder(model).encode(list(texts))
 
 

@@ -34,6 +34,7 @@ from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
+from hieramas_jax.methods.common import ENCODER_LOCK
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup
@@ -91,10 +92,11 @@ class HieraMAS:
     """Loads the encoder and embeds `items` in a worker thread (the event loop keeps serving other cells);
     later calls read the encoder's cache."""
     def work():
-      emb = self.embeddings
-      if items:
-        emb.query_role(items)
-        emb.queries(items)
+      with ENCODER_LOCK:
+        emb = self.embeddings
+        if items:
+          emb.query_role(items)
+          emb.queries(items)
       return emb
     return await asyncio.to_thread(work)
 
