@@ -8,7 +8,7 @@ export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install test reproduce-table1 calibrate bench sim-server clean-cache
+.PHONY: install test reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 sim-server clean-cache
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -25,7 +25,13 @@ test: install
 	$(PY) -m pytest tests
 
 reproduce-table1: install
-	$(PY) experiments/reproduce_table1.py --seed=$(SEED)
+	$(PY) experiments/reproduce_table1.py --seeds=$(SEED)
+
+reproduce-table3: install
+	$(PY) experiments/reproduce_table1.py --setting=generalization --benchmarks=mmlu_redux --seeds=$(SEED)
+
+regret: install
+	$(PY) experiments/oracle_regret.py --seed=$(SEED) --pools=gpt-5-mini,qwen3-80b
 
 calibrate: install
 	$(PY) experiments/calibrate_sim.py --seed=$(SEED)
@@ -33,6 +39,9 @@ calibrate: install
 bench: install
 	$(PY) experiments/bench_executor.py
 	$(PY) experiments/bench_scoring.py
+
+bench-table1: install
+	$(PY) experiments/bench_table1.py
 
 sim-server: install
 	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)

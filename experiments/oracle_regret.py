@@ -19,7 +19,7 @@ from absl import app, flags
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
+from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError
@@ -37,6 +37,8 @@ flags.DEFINE_integer("max_search_items", 200, "The search uses a seeded random s
                      "train+val items.", lower_bound=1)
 flags.DEFINE_integer("num_random_graphs", 30, "Random DAGs in the graph pool (plus chain, star, full).",
                      lower_bound=0)
+flags.DEFINE_multi_string("search_option", [], "FIELD=VALUE of the search (methods/static_search/search.py "
+                          "SearchConfig; VALUE as JSON), e.g. min_items=8; repeatable.")
 flags.DEFINE_integer("limit", None, "Only the first N test queries (smoke runs).")
 flags.DEFINE_integer("train_limit", None, "Only the first N training queries (default: all; MMLU-Redux 512).")
 flags.DEFINE_integer("val_limit", None, "Only the first N validation queries.")
@@ -47,7 +49,8 @@ flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own proc
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
 
-RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_random_graphs", "limit", "train_limit",
+RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_random_graphs", "search_option", "limit",
+             "train_limit",
              "val_limit", "max_queries", "run_root", "out_dir", "sim_process") + BACKEND_FLAG_NAMES
 
 
@@ -57,7 +60,9 @@ def main(argv):
   logging.getLogger().setLevel(logging.INFO)
   logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
   options = {"budget": FLAGS.budget, "max_search_items": FLAGS.max_search_items,
-             "num_random_graphs": FLAGS.num_random_graphs}
+             "num_random_graphs": FLAGS.num_random_graphs,
+             **run_or_exit(lambda: parse_method_options(f"static_search.{o}" for o in FLAGS.search_option),
+                           (InvalidRunError,)).get("static_search", {})}
   spec = run_or_exit(lambda: TableSpec(
       ("static_search", "random_config", "hieramas"), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main",
       (FLAGS.seed,), {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}, FLAGS.val_limit,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 
 from absl import app, flags
@@ -26,7 +25,7 @@ from absl import app, flags
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
+from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError, known_methods
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
@@ -55,27 +54,13 @@ flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once, over al
                      lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: serve the sim from its own process "
                   "(its own core) instead of a thread.")
+flags.DEFINE_bool("wandb", False, "Mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default "
+                  "offline).")
 flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
 define_backend_flags()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
-             "method_option", "out_dir", "run_root", "max_queries", "sim_process") + BACKEND_FLAG_NAMES
-
-
-def parse_method_options(values) -> dict[str, dict]:
-  """["gdesigner.iterations=4", ...] -> {"gdesigner": {"iterations": 4}}."""
-  out: dict[str, dict] = {}
-  for value in values:
-    name, sep, rest = value.partition(".")
-    field, eq, raw = rest.partition("=")
-    if not (sep and eq and name and field):
-      raise InvalidRunError(f"--method_option must look like METHOD.FIELD=VALUE, got {value!r}")
-    try:
-      parsed = json.loads(raw)
-    except json.JSONDecodeError:
-      parsed = raw
-    out.setdefault(name, {})[field] = parsed
-  return out
+             "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
 def build_spec() -> TableSpec:
@@ -111,7 +96,7 @@ def main(argv):
       backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, sim_process=FLAGS.sim_process))
                   for s in spec.seeds}
       return await run_table(spec, backends, run_root=FLAGS.run_root, flags=run_flags, max_queries=FLAGS.max_queries,
-                             progress=FLAGS.progress)
+                             progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   from hieramas_jax.methods.static_search.search import OracleError  # pylint: disable=import-outside-toplevel
   record = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))

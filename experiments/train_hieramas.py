@@ -92,11 +92,13 @@ flags.DEFINE_integer("train_limit", None, "Use only the first N training queries
 flags.DEFINE_integer("val_limit", None, "Use only the first N validation queries.", lower_bound=1)
 flags.DEFINE_integer("test_limit", None, "Use only the first N test queries.", lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
+flags.DEFINE_bool("wandb", True, "Mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default "
+                  "offline).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
 
 RUN_FLAGS = CONFIG_FLAGS + ("tag", "run_name", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
-                            "test_limit", "sim_process") + BACKEND_FLAG_NAMES
+                            "test_limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
 def _safe(name: str) -> str:
@@ -127,7 +129,7 @@ def main(argv):
   async def go():
     async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process) as backend:
       return await run_table(spec, {cfg.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
-                             max_queries=cfg.max_queries, progress=FLAGS.progress)
+                             max_queries=cfg.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel
   from hieramas_jax.methods.hieramas.training import TrainingError  # pylint: disable=import-outside-toplevel

@@ -33,7 +33,7 @@ import json
 import logging
 import pathlib
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
@@ -96,6 +96,22 @@ class Cell:
   @property
   def key(self) -> str:
     return cell_key(self.label, self.benchmark, self.pool, self.setting, self.seed)
+
+
+def parse_method_options(values: Iterable[str]) -> dict[str, dict[str, Any]]:
+  """["gdesigner.iterations=4", ...] -> {"gdesigner": {"iterations": 4}}."""
+  out: dict[str, dict] = {}
+  for value in values:
+    name, sep, rest = value.partition(".")
+    field, eq, raw = rest.partition("=")
+    if not (sep and eq and name and field):
+      raise InvalidRunError(f"--method_option must look like METHOD.FIELD=VALUE, got {value!r}")
+    try:
+      parsed = json.loads(raw)
+    except json.JSONDecodeError:
+      parsed = raw
+    out.setdefault(name, {})[field] = parsed
+  return out
 
 
 def cell_key(label: str, benchmark: str, pool: str, setting: str = "main", seed: int = 0) -> str:
@@ -392,7 +408,8 @@ def build_method(cell: Cell, spec: TableSpec):
 
 async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
                    progress: TableProgress, settings: RunSettings = RunSettings(), method=None,
-                   show_bars: bool = False) -> dict[str, Any]:
+                   show_bars: bool = False, use_wandb: bool = False, flags: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
   """Fit-or-load, evaluate and summarise one cell; returns its record for the table."""
   items = cell_items(spec, cell.benchmark)
   if not items.test:
@@ -406,7 +423,8 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
       "splits": {name: {"n": len(part), "ids_sha256": ids_sha256(part)}
                  for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
       "data": data_record(cell.benchmark, cell.setting)})
-  writers = make_writers(run_dir, {"cell": cell.key}, use_wandb=False, name=cell.key)
+  writers = make_writers(run_dir, {**dict(flags or {}), "cell": cell.key, "method_config": method.describe()},
+                         use_wandb=use_wandb, name=cell.key, group=f"{cell.setting}-seed{cell.seed}")
   try:
     ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
     wanted = {it.id for it in items.test}
@@ -443,7 +461,8 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
 
 async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_root: str | pathlib.Path,
                     flags: Mapping[str, Any], command: str | None = None, max_queries: int = 32,
-                    progress: bool = True, settings: RunSettings = RunSettings()) -> dict[str, Any]:
+                    progress: bool = True, settings: RunSettings = RunSettings(),
+                    use_wandb: bool = False) -> dict[str, Any]:
   """Runs every cell of `spec` concurrently; returns the table record (cells + provenance).
 
   Args:
@@ -455,6 +474,7 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
     max_queries: the one global bound on queries in flight, shared by every cell.
     progress: show the table's progress bar.
     settings: sampling settings of every MAS call.
+    use_wandb: mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default offline).
 
   Raises:
     The first cell error, after every other cell has finished or failed (their work is on disk, and a
@@ -474,7 +494,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   started = time.monotonic()
   try:
     outcomes_ = await asyncio.gather(*(run_cell(c, spec, backends[c.seed], root=root, bound=bound,
-                                                progress=table_progress, settings=settings, method=methods[c.key])
+                                                progress=table_progress, settings=settings, method=methods[c.key],
+                                                use_wandb=use_wandb, flags=flags)
                                        for c in cells), return_exceptions=True)
   finally:
     table_progress.close()
