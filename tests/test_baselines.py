@@ -113,6 +113,13 @@ def test_masrouter_log_prob_is_the_log_of_its_own_decision_probabilities():
   # The loss pass replays the sampled choices with the same key: the same log-probabilities.
   again = mr.replay(params, x, jax.random.key(7), c, net=net)
   np.testing.assert_allclose(np.asarray(again.log_prob), np.asarray(out.log_prob), rtol=1e-6)
+  # Padded role and LLM tables (one compiled program for every benchmark and pool): padding is never
+  # chosen and has probability 0.
+  padded = x._replace(roles=jnp.concatenate([x.roles, jnp.ones((4, 8))]), llms=jnp.concatenate([x.llms, jnp.ones((3, 8))]),
+                      role_mask=jnp.arange(8) < 4, llm_mask=jnp.arange(8) < 5)
+  outp = mr.sample(params, padded, jax.random.key(7), net=net)
+  assert int(outp.choices.roles.max()) < 4 and int(outp.choices.llms.max()) < 5
+  assert float(outp.role_probs[..., 4:].max()) == 0.0 and float(outp.llm_probs[:, 5:].max()) == 0.0
 
 
 # --- AFlow ----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ test query of the table, a log line when a cell starts fitting, finishes fitting
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -60,6 +61,8 @@ DEFAULT_TRAIN_LIMIT = {"mmlu_redux": 512}
 
 # `load_from` value meaning: the untagged cell of the same method, run root, setting, seed, pool, benchmark.
 SAME_RUN_UNTAGGED = "main"
+
+WORKER_THREADS = 64
 
 FIT_FILE = "fit.json"
 STATE_DIR = "state"
@@ -490,6 +493,11 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   methods = {c.key: build_method(c, spec) for c in cells}
   totals = {c.key: len(cell_items(spec, c.benchmark).test) for c in cells}
   bound = asyncio.Semaphore(max_queries)
+  # Cells push compiles, embeddings and jitted steps to worker threads; the default pool (cores + 4)
+  # would let a few long compiles hold every worker while other cells' millisecond steps queue.
+  loop = asyncio.get_running_loop()
+  loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS,
+                                                                  thread_name_prefix="cells"))
   table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
   started = time.monotonic()
   try:

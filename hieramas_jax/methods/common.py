@@ -8,6 +8,7 @@ worker thread, one encoding job at a time (two threads on two cores would only f
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 import threading
 from typing import Any, Sequence
@@ -17,9 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hieramas_jax.fileio import atomic_write_bytes
+from hieramas_jax.fileio import atomic_write_bytes, atomic_write_json
 from hieramas_jax.learn import checkpoint as checkpoint_lib
+from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn.encoder import get_encoder
+from hieramas_jax.methods.api import MethodError, RunContext
+
+FINISHED_FILE = "finished.json"
 
 # One encoding job at a time across every cell of the process: two cells embedding the same texts
 # (HieraMAS in both pool settings) would otherwise both miss the cache and do the work twice.
@@ -40,6 +45,12 @@ async def embed(texts: Sequence[str], model: str) -> np.ndarray:
 def role_texts(roles: Sequence[str], descriptions: Sequence[str]) -> list[str]:
   """Role-profile texts ("Role: description"), the same strings HieraMAS embeds (one cache entry each)."""
   return [f"{r}: {d}" for r, d in zip(roles, descriptions)]
+
+
+def check_pool(method: str, built_for: str, ctx: RunContext) -> None:
+  """A method built for one pool setting refuses a context of another (its models would not match)."""
+  if ctx.pool.name != built_for:
+    raise MethodError(f"{method} was built for pool {built_for!r}, the run uses {ctx.pool.name!r}")
 
 
 class ParamState:
@@ -68,3 +79,20 @@ class ParamState:
   def save(self, step: int, state: Any) -> None:
     del step
     atomic_write_bytes(self.path, flax.serialization.to_bytes(state))
+
+  def finish(self, state: Any) -> None:
+    """Marks the saved state as a finished fit: its step count and parameter hash, checked by `load_finished`."""
+    atomic_write_json(self.path.parent.parent / FINISHED_FILE,
+                      {"steps": int(state["step"]), "params_sha256": params_sha256(state["params"])})
+
+  @classmethod
+  def load_finished(cls, state_dir: str | pathlib.Path, template: Any, method: str) -> Any:
+    """The finished fit's state under `state_dir` (as `finish` recorded it); MethodError when there is none."""
+    done_path = pathlib.Path(state_dir) / FINISHED_FILE
+    if not done_path.exists():
+      raise MethodError(f"{state_dir} holds no finished {method} fit ({FINISHED_FILE} missing)")
+    done = json.loads(done_path.read_text())
+    state = cls(pathlib.Path(state_dir) / "checkpoints").restore(template)
+    if state is None or int(state["step"]) != done["steps"] or params_sha256(state["params"]) != done["params_sha256"]:
+      raise MethodError(f"{state_dir}: the saved {method} state is not the finished fit it records")
+    return state

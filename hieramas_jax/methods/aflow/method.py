@@ -24,6 +24,7 @@ from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.aflow import search
 from hieramas_jax.methods.aflow.workflow import Workflow, run_workflow
 from hieramas_jax.methods.api import MethodError, RunContext
+from hieramas_jax.methods.common import check_pool
 
 ROUNDS_FILE = "rounds.json"
 BEST_FILE = "best.json"
@@ -65,8 +66,7 @@ class AFlow:
 
   async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
     del train
-    if ctx.pool.name != self.pool_name:
-      raise MethodError(f"aflow was built for pool {self.pool_name!r}, the run uses {ctx.pool.name!r}")
+    check_pool(self.name, self.pool_name, ctx)
     val = list(val)[:self.config.max_val] if self.config.max_val else list(val)
     if not val:
       raise MethodError("aflow's search needs validation queries")

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import pathlib
 import zlib
 from typing import Any, Sequence
 
@@ -27,7 +25,6 @@ import optax
 from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
-from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn.batching import batch_indices
 from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn.encoder import DEFAULT_MODEL
@@ -36,11 +33,10 @@ from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
-from hieramas_jax.methods.common import ParamState, embed, embed_now, role_texts
+from hieramas_jax.methods.common import ParamState, check_pool, embed, embed_now, role_texts
 from hieramas_jax.methods.gdesigner import model
 
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
-DONE_FILE = "gdesigner.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,14 +103,10 @@ class GDesigner:
     temporal = tuple(np.zeros_like(a) if t == 0 else temporal_from_spatial(a) for t, a in enumerate(adjs))
     return RoundsConfig(agents, tuple(adjs), temporal, strong)
 
-  def _check_ctx(self, ctx: RunContext) -> None:
-    if ctx.pool.name != self.pool_name:
-      raise MethodError(f"gdesigner was built for pool {self.pool_name!r}, the run uses {ctx.pool.name!r}")
-
   async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
     """REINFORCE on the training queries (validation queries are not used: the public code has no selection)."""
     del val
-    self._check_ctx(ctx)
+    check_pool(self.name, self.pool_name, ctx)
     state_store = ParamState(ctx.require_state_dir(self.name) / "checkpoints")
     await asyncio.to_thread(self._role_embeddings)
     template = await asyncio.to_thread(self._fresh_state)
@@ -155,20 +147,14 @@ class GDesigner:
       ctx.log(step + 1, scalars)
       history.append({"step": step + 1, **scalars})
     self.params = state["params"]
-    atomic_write_json(pathlib.Path(ctx.state_dir) / DONE_FILE, {"iterations": self.config.iterations,
-                                                                 "params_sha256": params_sha256(self.params)})
+    state_store.finish(state)
     return {"iterations": self.config.iterations, "params_sha256": params_sha256(self.params), "history": history}
 
   def load(self, state_dir) -> None:
-    done_path = pathlib.Path(state_dir) / DONE_FILE
-    if not done_path.exists():
-      raise MethodError(f"{state_dir} holds no finished gdesigner fit ({DONE_FILE} missing)")
-    done = json.loads(done_path.read_text())
-    state = ParamState(pathlib.Path(state_dir) / "checkpoints").restore(self._fresh_state())
-    if state is None or int(state["step"]) != done["iterations"] or done["iterations"] != self.config.iterations \
-        or params_sha256(state["params"]) != done["params_sha256"]:
-      raise MethodError(f"{state_dir}: the saved gdesigner state is not a finished fit of "
-                        f"{self.config.iterations} iterations")
+    state = ParamState.load_finished(state_dir, self._fresh_state(), self.name)
+    if int(state["step"]) != self.config.iterations:
+      raise MethodError(f"{state_dir} holds a gdesigner fit of {int(state['step'])} iterations, not "
+                        f"{self.config.iterations}")
     self.params = state["params"]
 
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
@@ -178,7 +164,7 @@ class GDesigner:
       await embed([it.question for it in items], self.config.encoder)
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
-    self._check_ctx(ctx)
+    check_pool(self.name, self.pool_name, ctx)
     if self.params is None:
       if self.config.iterations:
         raise MethodError("gdesigner.solve before fit() or load()")

@@ -48,6 +48,7 @@ class HieraMASError(MethodError):
 
 
 CONFIG_FILE = "hieramas.json"
+EMBED_CHUNK = 64  # queries per encoder-lock hold (x R roles texts)
 
 
 def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:
@@ -89,14 +90,18 @@ class HieraMAS:
     return self._emb
 
   async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
+    items = list(items)
     """Loads the encoder and embeds `items` in a worker thread (the event loop keeps serving other cells);
     later calls read the encoder's cache."""
     def work():
       with ENCODER_LOCK:
         emb = self.embeddings
-        if items:
-          emb.query_role(items)
-          emb.queries(items)
+      # The lock is taken per chunk, so other cells' small jobs (a role set, a batch of queries) slip in
+      # between instead of waiting for a whole training split.
+      for start in range(0, len(items), EMBED_CHUNK):
+        with ENCODER_LOCK:
+          emb.query_role(items[start:start + EMBED_CHUNK])
+          emb.queries(items[start:start + EMBED_CHUNK])
       return emb
     return await asyncio.to_thread(work)
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import json
-import pathlib
 import zlib
 from typing import Any, Sequence
 
@@ -31,16 +29,15 @@ import optax
 from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import DOMAIN, Item
-from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn.batching import batch_indices
 from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn.encoder import DEFAULT_MODEL
-from hieramas_jax.llm.registry import get_model, get_pool
+from hieramas_jax.llm.registry import POOLS, get_model, get_pool
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
-from hieramas_jax.methods.common import ParamState, embed, embed_now, role_texts
+from hieramas_jax.methods.common import ParamState, check_pool, embed, embed_now, role_texts
 from hieramas_jax.methods.masrouter import model
 
 # Collaboration modes and their profiles (after the public code's reasoning_profile; our wording).
@@ -71,7 +68,9 @@ TASK_INDEX = {name: i for i, (name, _) in enumerate(TASKS)}
 # The reference's cost rates (utility = solved - rate * cost); HumanEval+: the MATH rate (docs/methods.md).
 COST_RATE = {"math": 100.0, "mmlu_redux": 500.0, "humaneval_plus": 100.0}
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
-DONE_FILE = "masrouter.json"
+# Padded sizes of the role and LLM tables (the largest role set and pool of the suite).
+MAX_ROLES = max(len(r) for r in roles.ROLE_SETS.values())
+MAX_LLMS = max(len(p.models) for p in POOLS.values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,16 +159,27 @@ class MASRouter:
     return self._static
 
   async def _inputs(self, items: Sequence[Item]) -> model.RouterInputs:
+    """The controller's inputs, roles and LLMs padded to MAX_ROLES / MAX_LLMS rows: one compiled program per
+    batch size serves every benchmark and pool."""
     s = await asyncio.to_thread(self._static_embeddings)
     q = await embed([it.question for it in items], self.config.encoder)
-    return model.RouterInputs(jnp.asarray(q), jnp.asarray(s["tasks"]), jnp.asarray(s["modes"]),
-                              jnp.asarray(s["roles"]), jnp.asarray(s["llms"]))
+
+    def pad(rows: np.ndarray, size: int) -> tuple[jax.Array, jax.Array]:
+      out = np.zeros((size, rows.shape[1]), np.float32)
+      out[:len(rows)] = rows
+      return jnp.asarray(out), jnp.asarray(np.arange(size) < len(rows))
+
+    roles_, role_mask = pad(s["roles"], MAX_ROLES)
+    llms_, llm_mask = pad(s["llms"], MAX_LLMS)
+    return model.RouterInputs(jnp.asarray(q), jnp.asarray(s["tasks"]), jnp.asarray(s["modes"]), roles_, llms_,
+                              role_mask, llm_mask)
 
   def _fresh_state(self) -> dict[str, Any]:
-    s = self._static_embeddings()
-    inputs = model.RouterInputs(jnp.zeros((1, s["tasks"].shape[1]), jnp.float32), jnp.asarray(s["tasks"]),
-                                jnp.asarray(s["modes"]), jnp.asarray(s["roles"]), jnp.asarray(s["llms"]))
-    params = model.init_params(jax.random.key(self.seed), inputs, net=self.net)
+    # Parameter shapes depend on the embedding width only: one canonical input shape, so every cell's
+    # init is one compile (and the same values for a given seed as any other input shape would give).
+    dim = self._static_embeddings()["tasks"].shape[1]
+    one = jnp.zeros((1, dim), jnp.float32)
+    params = model.init_params(jax.random.key(self.seed), model.RouterInputs(one, one, one, one, one), net=self.net)
     return {"params": params, "opt_state": optax.adam(self.config.lr).init(params), "step": jnp.int32(0)}
 
   def system(self, choices: model.Choices, b: int) -> tuple[str, RoundsConfig]:
@@ -189,16 +199,11 @@ class MASRouter:
       per_epoch = min(per_epoch, self.config.max_batches)
     return self.config.epochs * per_epoch
 
-  def _check_ctx(self, ctx: RunContext) -> None:
-    if ctx.pool.name != self.pool_name:
-      raise MethodError(f"masrouter was built for pool {self.pool_name!r}, the run uses {ctx.pool.name!r}")
-
   async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
     """REINFORCE on utility minus cost over the training queries (no validation selection, as in the reference)."""
     del val
-    self._check_ctx(ctx)
-    state_dir = ctx.require_state_dir(self.name)
-    store = ParamState(state_dir / "checkpoints")
+    check_pool(self.name, self.pool_name, ctx)
+    store = ParamState(ctx.require_state_dir(self.name) / "checkpoints")
     template = await asyncio.to_thread(self._fresh_state)
     state = store.restore(template) or template
     bound = ctx.query_bound(32)
@@ -237,19 +242,12 @@ class MASRouter:
       history.append({"step": step + 1, **scalars,
                       "modes": collections.Counter(name for name, _ in systems).most_common()})
     self.params = state["params"]
-    atomic_write_json(state_dir / DONE_FILE, {"steps": steps, "params_sha256": params_sha256(self.params)})
+    store.finish(state)
     return {"steps": steps, "batch_size": self.batch_size, "cost_rate": self.cost_rate,
             "params_sha256": params_sha256(self.params), "history": history[-20:]}
 
   def load(self, state_dir) -> None:
-    done_path = pathlib.Path(state_dir) / DONE_FILE
-    if not done_path.exists():
-      raise MethodError(f"{state_dir} holds no finished masrouter fit ({DONE_FILE} missing)")
-    done = json.loads(done_path.read_text())
-    state = ParamState(pathlib.Path(state_dir) / "checkpoints").restore(self._fresh_state())
-    if state is None or int(state["step"]) != done["steps"] or params_sha256(state["params"]) != done["params_sha256"]:
-      raise MethodError(f"{state_dir}: the saved masrouter state is not the finished fit it records")
-    self.params = state["params"]
+    self.params = ParamState.load_finished(state_dir, self._fresh_state(), self.name)["params"]
 
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
@@ -258,7 +256,7 @@ class MASRouter:
       await embed([it.question for it in items], self.config.encoder)
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
-    self._check_ctx(ctx)
+    check_pool(self.name, self.pool_name, ctx)
     if self.params is None:
       raise MethodError("masrouter.solve before fit() or load()")
     inputs = await self._inputs([item])

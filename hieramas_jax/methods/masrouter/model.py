@@ -39,12 +39,17 @@ VAE_WEIGHT = 0.001
 class RouterInputs(NamedTuple):
   """Embeddings the controller reads (a pytree).
 
+  Role and LLM rows may be padded to fixed counts (every benchmark and pool then shares one compiled
+  program per batch size); padding rows are never chosen and count in no loss.
+
   Attributes:
     query: [B, D] queries.
     tasks: [T, D] task profiles.
     modes: [C, D] collaboration-mode profiles.
-    roles: [R, D] the benchmark's role profiles.
-    llms: [L, D] the pool's LLM profiles.
+    roles: [R, D] the benchmark's role profiles (padded).
+    llms: [L, D] the pool's LLM profiles (padded).
+    role_mask: [R] bool, real role rows (None: all).
+    llm_mask: [L] bool, real LLM rows (None: all).
   """
 
   query: jax.Array
@@ -52,6 +57,8 @@ class RouterInputs(NamedTuple):
   modes: jax.Array
   roles: jax.Array
   llms: jax.Array
+  role_mask: jax.Array | None = None
+  llm_mask: jax.Array | None = None
 
 
 class Choices(NamedTuple):
@@ -86,10 +93,19 @@ def layer_norm(x: jax.Array, eps: float = 1e-5) -> jax.Array:
   return (x - mean) / jnp.sqrt(var + eps)
 
 
-def vae_loss(x_hat: jax.Array, x: jax.Array, mu: jax.Array, log_var: jax.Array) -> jax.Array:
-  """MSE reconstruction + KL to N(0, PRIOR_STD^2) (the reference's `vae_loss_function`)."""
-  mse = jnp.mean((x_hat - x)**2)
-  kld = -0.5 * jnp.mean(1 - jnp.log(PRIOR_VAR) + log_var - (mu**2 + jnp.exp(log_var)) / PRIOR_VAR)
+def _masked_mean(values: jax.Array, rows: jax.Array | None) -> jax.Array:
+  """Mean over every element of [n, f] `values`, counting only the rows where `rows` is True."""
+  if rows is None:
+    return jnp.mean(values)
+  w = rows.astype(values.dtype)[:, None]
+  return jnp.sum(values * w) / (jnp.maximum(w.sum(), 1.0) * values.shape[-1])
+
+
+def vae_loss(x_hat: jax.Array, x: jax.Array, mu: jax.Array, log_var: jax.Array,
+             rows: jax.Array | None = None) -> jax.Array:
+  """MSE reconstruction + KL to N(0, PRIOR_STD^2) (the reference's `vae_loss_function`), over real rows."""
+  mse = _masked_mean((x_hat - x)**2, rows)
+  kld = -0.5 * _masked_mean(1 - jnp.log(PRIOR_VAR) + log_var - (mu**2 + jnp.exp(log_var)) / PRIOR_VAR, rows)
   return mse + kld
 
 
@@ -110,18 +126,24 @@ def router_loss(out: RouterOut, task_labels: jax.Array, utility: jax.Array) -> j
   return task_loss(out.task_probs, task_labels) + jnp.mean(-out.log_prob * utility) + VAE_WEIGHT * out.vae_loss
 
 
+def _masked_softmax(logits: jax.Array, mask: jax.Array | None) -> jax.Array:
+  if mask is None:
+    return jax.nn.softmax(logits, axis=-1)
+  return jax.nn.softmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
+
+
 class VAE(nn.Module):
   hidden: int = 64
   latent: int = 64
 
   @nn.compact
-  def __call__(self, x: jax.Array, rng: jax.Array):
+  def __call__(self, x: jax.Array, rng: jax.Array, rows: jax.Array | None = None):
     h = jax.nn.relu(nn.Dense(self.hidden, name="fc1")(x))
     mu = nn.Dense(self.latent, name="fc21")(h)
     log_var = nn.Dense(self.latent, name="fc22")(h)
     z = mu + jax.random.normal(rng, mu.shape) * jnp.exp(0.5 * log_var) * PRIOR_STD
     x_hat = nn.Dense(x.shape[-1], name="fc4")(jax.nn.relu(nn.Dense(self.hidden, name="fc3")(z)))
-    return z, vae_loss(x_hat, x, mu, log_var)
+    return z, vae_loss(x_hat, x, mu, log_var, rows)
 
 
 class RouterNet(nn.Module):
@@ -162,7 +184,7 @@ class RouterNet(nn.Module):
     if forced is not None:
       agents = forced.agents
     # Roles, one after another, each conditioned on the history of the ones before it.
-    z_roles, vae_roles = VAE(self.hidden, self.hidden, name="role_vae")(x.roles, keys[4])
+    z_roles, vae_roles = VAE(self.hidden, self.hidden, name="role_vae")(x.roles, keys[4], x.role_mask)
     role_keys = normalize(z_roles)
     role_context = nn.Dense(self.hidden, name="role_context")
     context = jnp.concatenate([query_ctx, mode_ctx], axis=-1)
@@ -173,8 +195,8 @@ class RouterNet(nn.Module):
     for j in range(self.max_agents):
       active = j < agents
       history = jnp.where(active[:, None], layer_norm(history + current), history)
-      probs = jax.nn.softmax(normalize(role_context(jnp.concatenate([context, history], axis=-1))) @ role_keys.T
-                             / self.role_temp, axis=-1)
+      probs = _masked_softmax(normalize(role_context(jnp.concatenate([context, history], axis=-1))) @ role_keys.T
+                              / self.role_temp, x.role_mask)
       r = forced.roles[:, j] if forced is not None else jax.random.categorical(jax.random.fold_in(keys[5], j),
                                                                                jnp.log(probs))
       role_lp = role_lp + jnp.where(active, jnp.log(jnp.take_along_axis(probs, r[:, None], axis=-1))[:, 0], 0.0)
@@ -182,10 +204,10 @@ class RouterNet(nn.Module):
       chosen_roles.append(r)
       role_probs.append(probs)
     # LLMs: i.i.d. draws from one distribution per query, scored as a multinomial.
-    z_llms, vae_llms = VAE(self.hidden, self.hidden, name="llm_vae")(x.llms, keys[6])
+    z_llms, vae_llms = VAE(self.hidden, self.hidden, name="llm_vae")(x.llms, keys[6], x.llm_mask)
     llm_ctx = normalize(nn.Dense(self.hidden, name="llm_context")(jnp.concatenate([query_ctx, mode_ctx, history],
                                                                                   axis=-1)))
-    llm_probs = jax.nn.softmax(llm_ctx @ normalize(z_llms).T / self.llm_temp, axis=-1)
+    llm_probs = _masked_softmax(llm_ctx @ normalize(z_llms).T / self.llm_temp, x.llm_mask)
     if forced is not None:
       llms = forced.llms
     else:

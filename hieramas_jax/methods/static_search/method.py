@@ -28,6 +28,7 @@ from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext, Untrained
+from hieramas_jax.methods.common import check_pool
 from hieramas_jax.methods.static_search import search
 
 WINNER_FILE = "winner.json"
@@ -50,8 +51,7 @@ class StaticSearch:
     return {"benchmark": self.benchmark, "pool": self.pool_name, "seed": self.seed, **dataclasses.asdict(self.config)}
 
   async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
-    if ctx.pool.name != self.pool_name:
-      raise MethodError(f"static_search was built for pool {self.pool_name!r}, the run uses {ctx.pool.name!r}")
+    check_pool(self.name, self.pool_name, ctx)
     state_dir = ctx.require_state_dir(self.name)
     store = search.EvaluationStore(state_dir / search.EVALUATIONS_FILE)
     try:
