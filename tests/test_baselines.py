@@ -222,3 +222,27 @@ def test_full_graph_and_random_graph_use_every_role_with_the_strong_model():
   assert np.array_equal(a, random_graph.graph_for(3, MMLU, 8)) and not np.array_equal(a, random_graph.graph_for(4, MMLU, 8))
   trace = asyncio.run(random_graph.solve(ctx, MMLU))
   assert len(trace.calls) == 9 and 0.25 <= trace.extra["graph_density"] <= 0.75
+
+
+def test_the_encoder_lock_serves_waiters_in_arrival_order():
+  import threading
+  import time
+  from hieramas_jax.methods.common import FairLock
+  lock, order = FairLock(), []
+  lock.acquire()
+
+  def wait_then_record(name):
+    with lock:
+      order.append(name)
+
+  threads = []
+  for name in ("first", "second"):
+    threads.append(threading.Thread(target=wait_then_record, args=(name,)))
+    threads[-1].start()
+    while len(lock._waiters) < len(threads):  # pylint: disable=protected-access
+      time.sleep(0.001)
+  lock.release()
+  wait_then_record("holder again")  # a releasing thread that re-acquires queues behind the waiters
+  for t in threads:
+    t.join()
+  assert order == ["first", "second", "holder again"]

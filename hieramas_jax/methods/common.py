@@ -8,6 +8,7 @@ worker thread, one encoding job at a time (two threads on two cores would only f
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import pathlib
 import threading
@@ -26,9 +27,44 @@ from hieramas_jax.methods.api import MethodError, RunContext
 
 FINISHED_FILE = "finished.json"
 
-# One encoding job at a time across every cell of the process: two cells embedding the same texts
-# (HieraMAS in both pool settings) would otherwise both miss the cache and do the work twice.
-ENCODER_LOCK = threading.Lock()
+
+class FairLock:
+  """A lock handed to waiters in arrival order (`threading.Lock` is not: a thread that releases and
+  re-acquires in a loop, as a chunked embedding job does, starves the others)."""
+
+  def __init__(self):
+    self._guard = threading.Lock()
+    self._waiters: collections.deque[threading.Event] = collections.deque()
+    self._held = False
+
+  def acquire(self) -> None:
+    with self._guard:
+      if not self._held and not self._waiters:
+        self._held = True
+        return
+      ready = threading.Event()
+      self._waiters.append(ready)
+    ready.wait()  # ownership is handed over by `release`
+
+  def release(self) -> None:
+    with self._guard:
+      if self._waiters:
+        self._waiters.popleft().set()
+      else:
+        self._held = False
+
+  def __enter__(self) -> "FairLock":
+    self.acquire()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.release()
+
+
+# One encoding job at a time across every cell of the process, first come first served: two cells
+# embedding the same texts (HieraMAS in both pool settings) would otherwise both miss the cache and do
+# the work twice, and two jobs at once only fight over the same cores.
+ENCODER_LOCK = FairLock()
 
 
 def embed_now(texts: Sequence[str], model: str) -> np.ndarray:
