@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import gzip
 import json
+import pathlib
 import re
 import threading
 import time
@@ -19,8 +20,15 @@ from hieramas_jax.benchmarks.graders import (extract_code, extract_math_answer,
 
 # ------------------------------------------------------------------------------ MMLU
 
+CORPUS_DIR = pathlib.Path(__file__).with_name("data")
+
 MMLU_FORMATS = (
     "Let me think step by step. The stem asks about it.\nThe answer is ({L}).",
+    '{{"answer": "{L}"}}',
+    '```json\n{{\n  "reasoning": "It fits the stem.",\n  "answer": "{L}"\n}}\n```',
+    "Option {L} is correct.",
+    "Weighing every option against the stem. Therefore, {L}.",
+    "**Final Answer: {L}**",
     "Answer: {L}",
     "After weighing the options, **{L}**",
     "{L}. {option}",
@@ -41,6 +49,48 @@ def test_every_mmlu_gold_letter_grades_correct_in_every_format():
       text = fmt.format(L=item.answer, l=item.answer.lower(), option=option)
       g = grade(item, text)
       assert g.correct and g.extracted == item.answer, (item.id, text, g)
+
+
+def test_remarks_after_a_conclusion_never_override_it():
+  # A wrong conclusion followed by a remark naming the gold letter stays wrong, on every item.
+  for item in load_items("mmlu_redux"):
+    wrong = next(c for c in LETTERS if c != item.answer)
+    for remark in (f"Answer choice {item.answer} is incorrect because it ignores the stem.",
+                   f"Option {item.answer} can be ruled out.", f"({item.answer}) is wrong here."):
+      g = grade(item, f"The answer is ({wrong}).\n\n{remark}")
+      assert not g.correct and g.extracted == wrong, (item.id, remark, g)
+
+
+def test_answerless_mmlu_outputs_yield_no_letter_on_any_item():
+  # The option-text fallback matches whole option texts after an answer cue only: ordinary words
+  # ("In", "One" inside "None", "n" inside "answer") never become letters.
+  for item in load_items("mmlu_redux"):
+    for text in ("None of the options is clearly right; I cannot answer this.",
+                 "In short, I am not sure.", "I do not know the answer to this question."):
+      g = grade(item, text)
+      assert g.extracted is None, (item.id, text, g, item.meta["choices"])
+
+
+def _corpus(name):
+  with open(CORPUS_DIR / name, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def test_mmlu_format_corpus():
+  rows = _corpus("grader_corpus_mmlu.jsonl")
+  assert sum(r["correct"] for r in rows) > 20 and sum(not r["correct"] for r in rows) > 10
+  for i, r in enumerate(rows):
+    item = Item("mmlu_redux", f"corpus/{i}", "q", r["gold"], meta={"choices": r["options"]})
+    g = grade(item, r["text"])
+    assert (g.extracted, g.correct) == (r["extracted"], r["correct"]), (r["format"], r["text"], g)
+
+
+def test_math_format_corpus():
+  rows = _corpus("grader_corpus_math.jsonl")
+  assert sum(r["correct"] for r in rows) > 20 and sum(not r["correct"] for r in rows) > 5
+  for i, r in enumerate(rows):
+    g = grade(Item("math", f"corpus/{i}", "q", r["gold"]), r["text"])
+    assert (g.extracted, g.correct) == (r["extracted"], r["correct"]), (r["format"], r["text"], g)
 
 
 def test_wrong_mmlu_letters_grade_wrong():
@@ -104,6 +154,22 @@ def test_every_math_gold_answer_grades_correct():
     minerva = f"Final Answer: The final answer is ${item.answer}$. I hope it is correct."
     g = grade(item, minerva)
     assert g.correct, (item.id, minerva, g)
+
+
+@pytest.mark.parametrize("fmt", [
+    "We simplify step by step.\n\n**Final Answer: {a}**",
+    "We simplify step by step.\n\n**Final Answer:** ${a}$",
+    "The answer is {a}, since every case was checked.",
+    "### Final Answer\n\n$$\n{a}\n$$",
+])
+def test_every_math_gold_answer_grades_correct_in_real_formats(fmt):
+  # The formats models write when they do not follow the \boxed{} instruction.
+  failed = []
+  for item in load_items("math"):
+    g = grade(item, fmt.format(a=item.answer))
+    if not g.correct:
+      failed.append((item.id, item.answer, g.extracted, g.detail))
+  assert not failed, (len(failed), failed[:10])
 
 
 def test_perturbed_and_foreign_math_answers_grade_wrong():
