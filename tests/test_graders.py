@@ -306,3 +306,78 @@ def test_malformed_data_row_raises_data_error_with_its_line(tmp_path, monkeypatc
       data.load_items("humaneval_plus")
   finally:
     data.load_items.cache_clear()
+
+
+def _load_with(monkeypatch, tmp_path, benchmark, lines):
+  """load_items(benchmark) on a file holding `lines` (a blank line first: numbers are file lines)."""
+  rel = data.DATA_FILES[benchmark]
+  path = tmp_path / rel
+  path.parent.mkdir(parents=True, exist_ok=True)
+  text = "\n" + "\n".join(json.dumps(r) if isinstance(r, dict) else r for r in lines) + "\n"
+  if rel.endswith(".gz"):
+    with gzip.open(path, "wt") as f:
+      f.write(text)
+  else:
+    path.write_text(text)
+  monkeypatch.setattr(data, "BENCHMARK_DATA_DIR", tmp_path)
+  data.load_items.cache_clear()
+  try:
+    return data.load_items(benchmark)
+  finally:
+    data.load_items.cache_clear()
+
+
+def _first_row(benchmark):
+  rel = data.DATA_FILES[benchmark]
+  opener = gzip.open if rel.endswith(".gz") else open
+  with opener(data.BENCHMARK_DATA_DIR / rel, "rt") as f:
+    return json.loads(f.readline())
+
+
+@pytest.mark.parametrize("benchmark,change,message", [
+    ("math", {"answer": None}, r"math500_test.jsonl:3: answer must be a string, got NoneType"),
+    ("math", {"answer": ""}, r"math500_test.jsonl:3: answer is empty"),
+    ("math", {"answer": "  \n"}, r"math500_test.jsonl:3: answer is empty"),
+    ("math", {"answer": 5}, r"math500_test.jsonl:3: answer must be a string, got int"),
+    ("math", {"problem": ""}, r"math500_test.jsonl:3: problem is empty"),
+    ("mmlu_redux", {"question": " "}, r"mmlu_redux_1.0_normalized.jsonl:3: question is empty"),
+    ("mmlu_redux", {"question": None}, r":3: question must be a string"),
+    ("mmlu_redux", {"choices": ["a", "b", "c"]}, r":3: expected 4 choices"),
+    ("mmlu_redux", {"choices": ["a", "b", "a", "d"]}, r":3: the 4 choices are not distinct"),
+    ("mmlu_redux", {"choices": ["a", "b ", " b", "d"]}, r":3: the 4 choices are not distinct"),
+    ("mmlu_redux", {"choices": ["a", "b", 3, "d"]}, r":3: choice C must be a non-empty string"),
+    ("mmlu_redux", {"choices": ["a", "", "c", "d"]}, r":3: choice B must be a non-empty string"),
+    ("mmlu_redux", {"answer": None}, r":3: answer must be an integer 0-3, got None"),
+    ("mmlu_redux", {"answer": "B"}, r":3: answer must be an integer 0-3"),
+    ("mmlu_redux", {"answer": True}, r":3: answer must be an integer 0-3"),
+    ("humaneval_plus", {"canonical_solution": None}, r"HumanEvalPlus.jsonl.gz:3: canonical_solution must be a string"),
+    ("humaneval_plus", {"prompt": ""}, r"HumanEvalPlus.jsonl.gz:3: prompt is empty"),
+    ("humaneval_plus", {"plus_input": None}, r":3: plus_input must be a list"),
+])
+def test_invalid_rows_are_data_errors_naming_file_and_line(monkeypatch, tmp_path, benchmark, change, message):
+  good = _first_row(benchmark)
+  other = dict(good)
+  for key in ("unique_id", "task_id"):
+    if key in other:
+      other[key] = other[key] + "-2"
+  if "index_in_subject" in other:
+    other["index_in_subject"] = -1
+  assert len(_load_with(monkeypatch, tmp_path, benchmark, [good, other])) == 2  # the baseline loads
+  with pytest.raises(DataError, match=message):
+    _load_with(monkeypatch, tmp_path, benchmark, [good, dict(other, **change)])
+
+
+def test_null_answer_never_grades_correct(monkeypatch, tmp_path):
+  # Before validation a null answer loaded as the string "None", and \boxed{None} graded correct.
+  row = dict(_first_row("math"), answer=None)
+  with pytest.raises(DataError, match="answer must be a string"):
+    _load_with(monkeypatch, tmp_path, "math", [row])
+  assert not grade(Item("math", "t", "q", "5"), "\\boxed{None}").correct
+
+
+def test_known_duplicate_options_are_flagged_not_hidden():
+  items = {it.id: it for it in load_items("mmlu_redux")}
+  flagged = sorted(k for k, it in items.items() if it.meta["duplicate_options"])
+  assert flagged == sorted(data.KNOWN_DUPLICATE_OPTIONS)
+  for key, choices in data.KNOWN_DUPLICATE_OPTIONS.items():
+    assert tuple(items[key].meta["choices"]) == choices
