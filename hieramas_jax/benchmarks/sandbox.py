@@ -30,6 +30,7 @@ Grades are cached by sha256 of (task id, code, data sha256, harness version, iso
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -288,6 +289,15 @@ def sandbox_provenance() -> dict[str, str | int | None]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Stop:
+  """What a report reader returns to end a run: why, and whether the child may first exit on its own
+  (it reported everything and is exiting: a clean exit, not a kill; a failing program is killed)."""
+
+  reason: str
+  let_exit: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class RunOutcome:
   """How a run ended: the exit code (None if it had to be killed), whether the wall limit hit,
   and the parent's own reason for stopping early (a decision, or a malformed report)."""
@@ -334,11 +344,11 @@ async def _wait_returncode(proc: asyncio.subprocess.Process) -> None:
     delay = min(delay * 2, 0.05)
 
 
-async def _converse(proc: asyncio.subprocess.Process, deadline: float, on_line) -> tuple[bool, str | None]:
-  """Feed report lines to `on_line` until it decides (returns a reason), EOF, or the deadline.
+async def _converse(proc: asyncio.subprocess.Process, deadline: float, on_line) -> tuple[bool, Stop | None]:
+  """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or the deadline.
 
   Returns:
-    (timed_out, stop reason or None).
+    (timed_out, the Stop or None).
   """
   loop = asyncio.get_running_loop()
   exited = asyncio.ensure_future(_wait_returncode(proc))
@@ -363,13 +373,13 @@ async def _converse(proc: asyncio.subprocess.Process, deadline: float, on_line) 
         try:
           line = read.result()
         except (ValueError, asyncio.LimitOverrunError):
-          return False, "a report line over the size cap"
+          return False, Stop("a report line over the size cap")
         read = None
         if not line:
           return False, None
-        reason = on_line(line)
-        if reason is not None:
-          return False, reason
+        stop = on_line(line)
+        if stop is not None:
+          return False, stop
   finally:
     for task in (read, exited):
       if task is not None and not task.done():
@@ -384,7 +394,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
   Args:
     job: the payload for `_sandbox_child.py` (the rlimits are filled in here).
     limits: resource limits.
-    on_line: called with each report line (bytes); returns None to go on, or a reason to stop.
+    on_line: called with each report line (bytes); returns None to go on, or a Stop.
     iso: the isolation.
 
   Raises:
@@ -424,7 +434,10 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
           proc.stdin.close()
         except (BrokenPipeError, ConnectionResetError, asyncio.TimeoutError):
           pass  # the child died before reading its job: it reports nothing, graded failed
-        timed_out, stopped = await _converse(proc, deadline, on_line)
+        timed_out, stop = await _converse(proc, deadline, on_line)
+        if stop is not None and stop.let_exit:
+          with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(_wait_returncode(proc), timeout=_EXIT_GRACE_S)
       finally:
         # Always: in the fallback the group may hold grandchildren after the child has exited;
         # under bubblewrap this kills the monitor, and with it the whole pid namespace.
@@ -436,7 +449,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
         transport = getattr(proc, "_transport", None)
         if transport is not None:
           transport.close()  # our ends of the pipes, even if an escaped process holds theirs
-      return RunOutcome(proc.returncode, timed_out, stopped)
+      return RunOutcome(proc.returncode, timed_out, stop.reason if stop else None)
     finally:
       if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -489,25 +502,25 @@ async def _run_expected(item: Item) -> _Expected:
   check_time = [0.0]
   failure: list[str] = []
 
-  def on_line(line: bytes) -> str | None:
+  def on_line(line: bytes) -> Stop | None:
     try:
       rec = json.loads(line)
     except ValueError:
       failure.append("a malformed report line")
-      return "malformed"
+      return Stop("malformed")
     if "check_time" in rec:
       check_time[0] = float(rec["check_time"])
     elif "done" in rec:
-      return "done"
+      return Stop("done", let_exit=True)
     elif "error" in rec:
       where = f"input {rec['i']}" if "i" in rec else rec.get("stage", "?")
       failure.append(f"{where}: {rec['error']}")
-      return "error"
+      return Stop("error")
     elif rec.get("i") == len(records) and ("out" in rec or "digest" in rec):
       records.append(rec)
     else:
       failure.append("an out-of-order report line")
-      return "malformed"
+      return Stop("malformed")
     return None
 
   job = {"mode": "expected", "program": item.question + item.answer,
@@ -613,11 +626,11 @@ class _Judge:
     n_base = self.expected.n_base
     return f"base test {i}" if i < n_base else f"plus test {i - n_base}"
 
-  def _decide(self, correct: bool, detail: str) -> str:
+  def _decide(self, correct: bool, detail: str) -> Stop:
     self.grade = Grade(correct, self.code, detail)
-    return detail
+    return Stop(detail, let_exit=correct)  # a failing program is killed at once
 
-  def on_line(self, line: bytes) -> str | None:
+  def on_line(self, line: bytes) -> Stop | None:
     try:
       rec = json.loads(line)
     except (ValueError, RecursionError):
