@@ -32,7 +32,7 @@ from hieramas_jax.paths import RESULTS_DIR
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("blocks", 1, "ABBA blocks: each grades all 164 tasks twice per mode", lower_bound=1)
-flags.DEFINE_integer("startup_runs", 10, "sequential runs of one light task per mode, for the per-run cost",
+flags.DEFINE_integer("startup_runs", 20, "sequential runs of one light task per mode, for the per-run cost",
                      lower_bound=1)
 flags.DEFINE_string("out", None, "output JSON (default results/bench.json)")
 
@@ -48,14 +48,17 @@ async def _grade_all(items, iso: sandbox.Isolation) -> tuple[float, list[str]]:
   return time.perf_counter() - t0, [f"{it.id}: {g.detail}" for it, g in zip(items, grades) if not g.correct]
 
 
-async def _startup_ms(item, iso: sandbox.Isolation, runs: int) -> float:
-  times = []
-  for _ in range(runs):
-    t0 = time.perf_counter()
-    grade = await sandbox.run_candidate(item, item.answer, use_cache=False, iso=iso)
-    times.append(time.perf_counter() - t0)
-    assert grade.correct, grade
-  return 1000.0 * statistics.median(times)
+async def _light_task_ms(item, modes: dict[str, sandbox.Isolation], runs: int) -> dict[str, float]:
+  """Median ms per sequential grading of `item` in each mode, the modes interleaved (alternating
+  which goes first) so that both see the same load."""
+  times: dict[str, list[float]] = {m: [] for m in modes}
+  for r in range(runs):
+    for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+      t0 = time.perf_counter()
+      grade = await sandbox.run_candidate(item, item.answer, use_cache=False, iso=modes[mode])
+      times[mode].append(time.perf_counter() - t0)
+      assert grade.correct, grade
+  return {m: round(1000.0 * statistics.median(t), 1) for m, t in times.items()}
 
 
 async def measure(blocks: int, startup_runs: int) -> dict:
@@ -80,7 +83,7 @@ async def measure(blocks: int, startup_runs: int) -> dict:
       failures.setdefault(mode, []).extend(failed)
     print(f"{mode:8s} {len(items) / wall:6.2f} tasks/s  ({wall:.1f} s wall)", flush=True)
   light = next(it for it in items if it.id == LIGHT_TASK)
-  startup = {m: round(await _startup_ms(light, iso, startup_runs), 1) for m, iso in modes.items()}
+  startup = await _light_task_ms(light, modes, startup_runs)
   load_after = os.getloadavg()
 
   def rate(mode):
