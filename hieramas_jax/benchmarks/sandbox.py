@@ -45,6 +45,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import weakref
 
 from hieramas_jax.benchmarks import _sandbox_child as child
@@ -255,13 +256,24 @@ def fallback_isolation(reason: str = "asked for") -> Isolation:
   return Isolation("fallback", f"no bubblewrap ({reason}): rlimits, guard and process-group kill only")
 
 
-@functools.lru_cache(maxsize=1)
+_ISOLATION_LOCK = threading.Lock()
+
+
 def isolation() -> Isolation:
   """The isolation this process uses, decided once (`HIERAMAS_SANDBOX`, then a probe).
+
+  Thread-safe: graders run from worker threads too, and the fallback warning is said once.
+  `isolation.cache_clear()` forgets the decision (tests).
 
   Raises:
     SandboxError: `HIERAMAS_SANDBOX` is unknown, or is "bwrap" where bubblewrap cannot run.
   """
+  with _ISOLATION_LOCK:
+    return _decide_isolation()
+
+
+@functools.lru_cache(maxsize=1)
+def _decide_isolation() -> Isolation:
   wanted = os.environ.get(SANDBOX_ENV, "auto").strip().lower() or "auto"
   if wanted not in ("auto", "bwrap", "fallback"):
     raise SandboxError(f"{SANDBOX_ENV}={wanted!r}: expected auto, bwrap or fallback")
@@ -277,6 +289,9 @@ def isolation() -> Isolation:
               "outlive their task). Install bubblewrap, or set %s=fallback to silence this.",
               found, SANDBOX_ENV)
   return fallback_isolation(found)
+
+
+isolation.cache_clear = _decide_isolation.cache_clear  # type: ignore[attr-defined]
 
 
 def sandbox_provenance() -> dict[str, str | int | None]:
