@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -153,6 +154,21 @@ def test_missing_key_for_a_real_endpoint_is_one_clear_line(tmp_path):
   assert proc.returncode == 2
   assert "OPENROUTER_API_KEY" in proc.stderr.strip().splitlines()[-1]
   assert not (tmp_path / "out").exists()
+
+
+def test_unreachable_endpoint_is_one_line_before_any_wandb_output_and_leaves_no_run_dir(tmp_path):
+  with socket.socket() as s:  # a port nobody listens on
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  proc = _script(f"--base_url=http://127.0.0.1:{port}/v1", "--limit=1", "--benchmarks=math", "--methods=base",
+                 "--pools=gpt-5-mini", f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}",
+                 env_extra={"WANDB_MODE": "offline"}, timeout=120)
+  assert proc.returncode == 2, proc.stderr
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"error: endpoint http://127.0.0.1:{port}/v1 is unreachable"), proc.stderr
+  assert "wandb" not in (proc.stdout + proc.stderr).lower(), proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import sys
 from typing import Any, Iterable, Mapping
 
 from hieramas_jax.benchmarks.data import data_sha256
+from hieramas_jax.benchmarks.sandbox import sandbox_provenance
 from hieramas_jax.fileio import atomic_write_text  # re-exported: results writers import it from here
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
 from hieramas_jax.paths import REPO_DIR
@@ -76,6 +77,8 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
       "backend": backend,
       "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "python": sys.version.split()[0],
+      # How HumanEval+ programs were isolated (bubblewrap or the fallback): a grade depends on it.
+      "sandbox": sandbox_provenance(),
   }
   if backend == "sim":
     prov["label"] = SIMULATED_LABEL
