@@ -8,7 +8,7 @@ export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install test reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 sim-server clean-cache
+.PHONY: install sandbox-tools test reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 sim-server clean-cache
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -19,7 +19,25 @@ $(VENV)/.installed: setup.cfg requirements.lock
 	$(VENV)/bin/pip install -q -c requirements.lock -e '.[test]'
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed sandbox-tools
+
+# bubblewrap isolates HumanEval+ programs (hieramas_jax/benchmarks/sandbox.py). Installed with apt-get
+# where this user may (root, or passwordless sudo); elsewhere one warning, and the sandbox runs its
+# fallback mode (it says so again at run time). Does nothing when bwrap is already there.
+sandbox-tools:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; \
+	  else sudo=none; fi; \
+	  if [ "$$sudo" != none ] && command -v apt-get >/dev/null 2>&1; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    $$sudo apt-get install -y -q bubblewrap >/dev/null 2>&1 \
+	      || { $$sudo apt-get update -q >/dev/null 2>&1 && $$sudo apt-get install -y -q bubblewrap >/dev/null 2>&1; } \
+	      || true; \
+	  fi; \
+	  command -v bwrap >/dev/null 2>&1 \
+	    || echo "warning: bubblewrap (bwrap) is not installed and apt-get could not install it here;" \
+	            "HumanEval+ programs will run WITHOUT isolation (install the 'bubblewrap' package)" >&2; \
+	fi
 
 test: install
 	$(PY) -m pytest tests
@@ -39,6 +57,7 @@ calibrate: install
 bench: install
 	$(PY) experiments/bench_executor.py
 	$(PY) experiments/bench_scoring.py
+	$(PY) experiments/bench_sandbox.py
 
 bench-table1: install
 	$(PY) experiments/bench_table1.py

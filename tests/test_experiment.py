@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -157,6 +158,21 @@ def test_missing_key_for_a_real_endpoint_is_one_clear_line(tmp_path):
   assert not (tmp_path / "out").exists()
 
 
+def test_unreachable_endpoint_is_one_line_before_any_wandb_output_and_leaves_no_run_dir(tmp_path):
+  with socket.socket() as s:  # a port nobody listens on
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  proc = _script(f"--base_url=http://127.0.0.1:{port}/v1", "--limit=1", "--benchmarks=math", "--methods=base",
+                 "--pools=gpt-5-mini", f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}",
+                 env_extra={"WANDB_MODE": "offline"}, timeout=120)
+  assert proc.returncode == 2, proc.stderr
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"error: endpoint http://127.0.0.1:{port}/v1 is unreachable"), proc.stderr
+  assert "wandb" not in (proc.stdout + proc.stderr).lower(), proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_reproduce_table1_end_to_end_on_the_sim_over_http(tmp_path):
   out = tmp_path / "out"
@@ -216,7 +232,7 @@ def _sim_flags():
                                request_timeout_s=30.0, max_retries=3)
 
 
-def test_calibration_measures_each_cell_through_the_sim(tmp_path):
+def test_calibration_measures_each_section_through_the_sim(tmp_path):
   from hieramas_jax.experiment.backend import open_backend
   from hieramas_jax.experiment.calibration import calibration_items, run_calibration
 
@@ -225,15 +241,24 @@ def test_calibration_measures_each_cell_through_the_sim(tmp_path):
 
   async def go():
     async with open_backend(_sim_flags(), seed=0, cache_root=tmp_path / "cache") as backend:
-      return await run_calibration(backend, models=["llama-8b"], benchmarks=["mmlu_redux", "math"],
-                                   n_items=4, code_samples=2, seed=0, out_dir=tmp_path / "out",
-                                   run_root=tmp_path / "runs", flags={"n_items": 4}, progress=False)
+      return await run_calibration({0: backend}, models=["llama-8b"], benchmarks=["mmlu_redux", "math"],
+                                   n_items=3, collab_items=2, code_seeds=[0], seed=0, out_dir=tmp_path / "out",
+                                   run_root=tmp_path / "runs", flags={"n_items": 3}, progress=False, cost_limit=2)
   record = asyncio.run(go())
-  cells = {c["benchmark"]: c for c in record["cells"]}
-  assert cells["mmlu_redux"]["n"] == 4 and cells["math"]["n"] == 4  # code repeats: HumanEval+ only
-  for c in cells.values():
-    assert c["off"] == (abs(c["measured"] - c["target"]) > 3.0)
-    assert c["source"] and c["cost_usd"] > 0
+  single = {c["benchmark"]: c for c in record["single"]["cells"]}
+  assert single["mmlu_redux"]["n"] == 3 and single["math"]["n"] == 3
+  for c in single.values():
+    assert c["off"] == (abs(c["measured"] - c["target"]) > 3.0) and c["source"] and c["cost_per_query"] > 0
+  fit = record["fit"]["cells"]
+  assert len(fit) == 5 * 2 * 2 and all(c["fitted"] and c["n"] == 3 for c in fit)
+  assert {c["method"] for c in fit} == {"base", "cot", "sc", "sc_cot", "debate"}
+  debate = next(c for c in fit if c["method"] == "debate")
+  assert debate["calls_per_query"] == 6  # 3 agents x 2 rounds
+  fg = record["validation"]["full_graph"]
+  assert len(fg["cells"]) == 4 and fg["target"] == 92.78
+  assert {d["name"] for d in record["validation"]["directions"]} >= {"self_moa_beats_best_single",
+                                                                      "weaker_mix_lowers_synthesis"}
+  assert {r["name"] for r in record["cost_check"]["rows"]} == {"wo_llm_selection", "full_graph"}
+  assert len(record["collaboration"]["cells"]) == 2 * 2 * len(record["collaboration"]["configs"])
   md = (tmp_path / "out" / "calibration.md").read_text()
-  assert md.startswith("# Calibration of the simulated pool") and "llama-8b" in md
-  assert json.loads((tmp_path / "out" / "calibration.json").read_text())["provenance"]["backend"] == "sim"
+  assert md.startswith("# Calibration of the simulated pool") and "llama-8b" in md and "Full-Graph" in md

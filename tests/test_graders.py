@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import gzip
 import json
+import pathlib
 import re
 import threading
 import time
@@ -19,8 +20,15 @@ from hieramas_jax.benchmarks.graders import (extract_code, extract_math_answer,
 
 # ------------------------------------------------------------------------------ MMLU
 
+CORPUS_DIR = pathlib.Path(__file__).with_name("data")
+
 MMLU_FORMATS = (
     "Let me think step by step. The stem asks about it.\nThe answer is ({L}).",
+    '{{"answer": "{L}"}}',
+    '```json\n{{\n  "reasoning": "It fits the stem.",\n  "answer": "{L}"\n}}\n```',
+    "Option {L} is correct.",
+    "Weighing every option against the stem. Therefore, {L}.",
+    "**Final Answer: {L}**",
     "Answer: {L}",
     "After weighing the options, **{L}**",
     "{L}. {option}",
@@ -41,6 +49,48 @@ def test_every_mmlu_gold_letter_grades_correct_in_every_format():
       text = fmt.format(L=item.answer, l=item.answer.lower(), option=option)
       g = grade(item, text)
       assert g.correct and g.extracted == item.answer, (item.id, text, g)
+
+
+def test_remarks_after_a_conclusion_never_override_it():
+  # A wrong conclusion followed by a remark naming the gold letter stays wrong, on every item.
+  for item in load_items("mmlu_redux"):
+    wrong = next(c for c in LETTERS if c != item.answer)
+    for remark in (f"Answer choice {item.answer} is incorrect because it ignores the stem.",
+                   f"Option {item.answer} can be ruled out.", f"({item.answer}) is wrong here."):
+      g = grade(item, f"The answer is ({wrong}).\n\n{remark}")
+      assert not g.correct and g.extracted == wrong, (item.id, remark, g)
+
+
+def test_answerless_mmlu_outputs_yield_no_letter_on_any_item():
+  # The option-text fallback matches whole option texts after an answer cue only: ordinary words
+  # ("In", "One" inside "None", "n" inside "answer") never become letters.
+  for item in load_items("mmlu_redux"):
+    for text in ("None of the options is clearly right; I cannot answer this.",
+                 "In short, I am not sure.", "I do not know the answer to this question."):
+      g = grade(item, text)
+      assert g.extracted is None, (item.id, text, g, item.meta["choices"])
+
+
+def _corpus(name):
+  with open(CORPUS_DIR / name, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def test_mmlu_format_corpus():
+  rows = _corpus("grader_corpus_mmlu.jsonl")
+  assert sum(r["correct"] for r in rows) > 20 and sum(not r["correct"] for r in rows) > 10
+  for i, r in enumerate(rows):
+    item = Item("mmlu_redux", f"corpus/{i}", "q", r["gold"], meta={"choices": r["options"]})
+    g = grade(item, r["text"])
+    assert (g.extracted, g.correct) == (r["extracted"], r["correct"]), (r["format"], r["text"], g)
+
+
+def test_math_format_corpus():
+  rows = _corpus("grader_corpus_math.jsonl")
+  assert sum(r["correct"] for r in rows) > 20 and sum(not r["correct"] for r in rows) > 5
+  for i, r in enumerate(rows):
+    g = grade(Item("math", f"corpus/{i}", "q", r["gold"]), r["text"])
+    assert (g.extracted, g.correct) == (r["extracted"], r["correct"]), (r["format"], r["text"], g)
 
 
 def test_wrong_mmlu_letters_grade_wrong():
@@ -104,6 +154,22 @@ def test_every_math_gold_answer_grades_correct():
     minerva = f"Final Answer: The final answer is ${item.answer}$. I hope it is correct."
     g = grade(item, minerva)
     assert g.correct, (item.id, minerva, g)
+
+
+@pytest.mark.parametrize("fmt", [
+    "We simplify step by step.\n\n**Final Answer: {a}**",
+    "We simplify step by step.\n\n**Final Answer:** ${a}$",
+    "The answer is {a}, since every case was checked.",
+    "### Final Answer\n\n$$\n{a}\n$$",
+])
+def test_every_math_gold_answer_grades_correct_in_real_formats(fmt):
+  # The formats models write when they do not follow the \boxed{} instruction.
+  failed = []
+  for item in load_items("math"):
+    g = grade(item, fmt.format(a=item.answer))
+    if not g.correct:
+      failed.append((item.id, item.answer, g.extracted, g.detail))
+  assert not failed, (len(failed), failed[:10])
 
 
 def test_perturbed_and_foreign_math_answers_grade_wrong():
@@ -240,3 +306,78 @@ def test_malformed_data_row_raises_data_error_with_its_line(tmp_path, monkeypatc
       data.load_items("humaneval_plus")
   finally:
     data.load_items.cache_clear()
+
+
+def _load_with(monkeypatch, tmp_path, benchmark, lines):
+  """load_items(benchmark) on a file holding `lines` (a blank line first: numbers are file lines)."""
+  rel = data.DATA_FILES[benchmark]
+  path = tmp_path / rel
+  path.parent.mkdir(parents=True, exist_ok=True)
+  text = "\n" + "\n".join(json.dumps(r) if isinstance(r, dict) else r for r in lines) + "\n"
+  if rel.endswith(".gz"):
+    with gzip.open(path, "wt") as f:
+      f.write(text)
+  else:
+    path.write_text(text)
+  monkeypatch.setattr(data, "BENCHMARK_DATA_DIR", tmp_path)
+  data.load_items.cache_clear()
+  try:
+    return data.load_items(benchmark)
+  finally:
+    data.load_items.cache_clear()
+
+
+def _first_row(benchmark):
+  rel = data.DATA_FILES[benchmark]
+  opener = gzip.open if rel.endswith(".gz") else open
+  with opener(data.BENCHMARK_DATA_DIR / rel, "rt") as f:
+    return json.loads(f.readline())
+
+
+@pytest.mark.parametrize("benchmark,change,message", [
+    ("math", {"answer": None}, r"math500_test.jsonl:3: answer must be a string, got NoneType"),
+    ("math", {"answer": ""}, r"math500_test.jsonl:3: answer is empty"),
+    ("math", {"answer": "  \n"}, r"math500_test.jsonl:3: answer is empty"),
+    ("math", {"answer": 5}, r"math500_test.jsonl:3: answer must be a string, got int"),
+    ("math", {"problem": ""}, r"math500_test.jsonl:3: problem is empty"),
+    ("mmlu_redux", {"question": " "}, r"mmlu_redux_1.0_normalized.jsonl:3: question is empty"),
+    ("mmlu_redux", {"question": None}, r":3: question must be a string"),
+    ("mmlu_redux", {"choices": ["a", "b", "c"]}, r":3: expected 4 choices"),
+    ("mmlu_redux", {"choices": ["a", "b", "a", "d"]}, r":3: the 4 choices are not distinct"),
+    ("mmlu_redux", {"choices": ["a", "b ", " b", "d"]}, r":3: the 4 choices are not distinct"),
+    ("mmlu_redux", {"choices": ["a", "b", 3, "d"]}, r":3: choice C must be a non-empty string"),
+    ("mmlu_redux", {"choices": ["a", "", "c", "d"]}, r":3: choice B must be a non-empty string"),
+    ("mmlu_redux", {"answer": None}, r":3: answer must be an integer 0-3, got None"),
+    ("mmlu_redux", {"answer": "B"}, r":3: answer must be an integer 0-3"),
+    ("mmlu_redux", {"answer": True}, r":3: answer must be an integer 0-3"),
+    ("humaneval_plus", {"canonical_solution": None}, r"HumanEvalPlus.jsonl.gz:3: canonical_solution must be a string"),
+    ("humaneval_plus", {"prompt": ""}, r"HumanEvalPlus.jsonl.gz:3: prompt is empty"),
+    ("humaneval_plus", {"plus_input": None}, r":3: plus_input must be a list"),
+])
+def test_invalid_rows_are_data_errors_naming_file_and_line(monkeypatch, tmp_path, benchmark, change, message):
+  good = _first_row(benchmark)
+  other = dict(good)
+  for key in ("unique_id", "task_id"):
+    if key in other:
+      other[key] = other[key] + "-2"
+  if "index_in_subject" in other:
+    other["index_in_subject"] = -1
+  assert len(_load_with(monkeypatch, tmp_path, benchmark, [good, other])) == 2  # the baseline loads
+  with pytest.raises(DataError, match=message):
+    _load_with(monkeypatch, tmp_path, benchmark, [good, dict(other, **change)])
+
+
+def test_null_answer_never_grades_correct(monkeypatch, tmp_path):
+  # Before validation a null answer loaded as the string "None", and \boxed{None} graded correct.
+  row = dict(_first_row("math"), answer=None)
+  with pytest.raises(DataError, match="answer must be a string"):
+    _load_with(monkeypatch, tmp_path, "math", [row])
+  assert not grade(Item("math", "t", "q", "5"), "\\boxed{None}").correct
+
+
+def test_known_duplicate_options_are_flagged_not_hidden():
+  items = {it.id: it for it in load_items("mmlu_redux")}
+  flagged = sorted(k for k, it in items.items() if it.meta["duplicate_options"])
+  assert flagged == sorted(data.KNOWN_DUPLICATE_OPTIONS)
+  for key, choices in data.KNOWN_DUPLICATE_OPTIONS.items():
+    assert tuple(items[key].meta["choices"]) == choices

@@ -1,18 +1,27 @@
-"""HumanEval+ sandbox: canonical solutions pass base+plus; hostile code is contained and fails."""
+"""HumanEval+ sandbox: canonical solutions pass base+plus; hostile code is contained and fails;
+the verdict is the parent's, so no program can report itself passed."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import dataclasses
+import logging
 import os
+import pathlib
+import secrets
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
 
 from hieramas_jax.benchmarks import graders, sandbox
-from hieramas_jax.benchmarks.data import items_by_id, load_items
+from hieramas_jax.benchmarks.data import BENCHMARK_DATA_DIR, items_by_id, load_items
+from hieramas_jax.paths import REPO_DIR, cache_dir
 
 # Tight limits keep the hostile cases fast; the defaults are the same mechanism, only longer.
 FAST = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=4.0, cpu_s=8, load_s=2.0)
@@ -27,8 +36,18 @@ def task0():
   return items_by_id("humaneval_plus")["HumanEval/0"]
 
 
-def _run(item, code, limits=FAST):
-  return asyncio.run(sandbox.run_candidate(item, code, limits, use_cache=False))
+def _run(item, code, limits=FAST, iso=None):
+  return asyncio.run(sandbox.run_candidate(item, code, limits, use_cache=False, iso=iso))
+
+
+BWRAP = sandbox.isolation().mode == "bwrap"
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here (see sandbox.isolation())")
+MODES = [pytest.param("fallback", id="fallback"),
+         pytest.param("bwrap", id="bwrap", marks=needs_bwrap)]
+
+
+def _iso(mode):
+  return sandbox.isolation() if mode == "bwrap" else sandbox.fallback_isolation()
 
 
 def test_all_canonical_solutions_pass_base_and_plus():
@@ -122,6 +141,51 @@ HOSTILE = {
                                  "        pass\n"
                                  + FUNC + "    return None\n"),
     "huge file": "with open('big', 'wb') as f:\n    f.write(b'x' * (64 << 20))\n" + FUNC + GOOD_BODY,
+    # Reaches the child's reporting code through the frames and reports "all passed" in every
+    # shape the old and new protocols know, then claims True for every input.
+    "frame-walking forger": textwrap.dedent("""\
+        import sys
+        frame = sys._getframe()
+        while frame is not None:
+            for scope in (frame.f_locals, frame.f_globals):
+                for name in ("emit", "report", "finish"):
+                    fn = scope.get(name)
+                    if callable(fn):
+                        try:
+                            for i in range(5000):
+                                fn({"i": i, "out": True})
+                            fn({"done": 5000})
+                            fn({"ok": True, "stage": "done", "index": -1, "error": ""})
+                        except BaseException:
+                            pass
+            frame = frame.f_back
+        """) + FUNC + "    return True\n",
+    "forged outputs on every inherited fd": textwrap.dedent("""\
+        import os
+        lines = b"".join(b'{"i": %d, "out": true}\\n' % i for i in range(5000))
+        for fd in range(3, 20):
+            try:
+                os.write(fd, lines)
+            except OSError:
+                pass
+        os._exit(0)
+        """),
+    "an object whose __eq__ always says yes": (
+        "class Yes:\n    def __eq__(self, other):\n        return True\n"
+        + FUNC + "    return Yes()\n"),
+    "an int subclass whose __eq__ says yes": (
+        "class Yes(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+        + FUNC + "    return Yes(0)\n"),
+    "patching the report encoder": textwrap.dedent("""\
+        import sys
+        frame = sys._getframe()
+        while frame is not None:
+            enc = frame.f_globals.get("output_message")
+            if callable(enc):
+                frame.f_globals["output_message"] = lambda i, out: {"i": i, "out": True}
+                frame.f_globals["encode"] = lambda out: True
+            frame = frame.f_back
+        """) + FUNC + "    return None\n",
 }
 
 
@@ -138,10 +202,15 @@ WHY = {
     "os._exit(0) before the tests": "no result",
     "os._exit(0) inside the function": "no result",
     "sys.exit(0) before the tests": "SystemExit",
-    "forged result line": "no result",
+    "forged result line": "malformed report",
     "flooding the result pipe": "",
-    "rebinding the harness's json.dumps": "failed at check",
+    "rebinding the harness's json.dumps": "failed at base test 0",
     "huge file": "File too large",
+    "frame-walking forger": "failed at base test",
+    "forged outputs on every inherited fd": "failed at base test",
+    "an object whose __eq__ always says yes": "cannot be compared",
+    "an int subclass whose __eq__ says yes": "cannot be compared",
+    "patching the report encoder": "failed at base test",
 }
 
 
@@ -167,7 +236,9 @@ def test_flooding_stdout_does_not_hurt(task0):
   assert _run(task0, flood).correct
 
 
-def test_files_outside_the_workdir_survive(task0, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_files_outside_the_workdir_survive(task0, tmp_path, mode):
+  iso = _iso(mode)
   sentinel = tmp_path / "sentinel.txt"
   sentinel.write_text("keep me")
   for attack in (f"import os\nos.remove({str(sentinel)!r})\n",
@@ -176,12 +247,12 @@ def test_files_outside_the_workdir_survive(task0, tmp_path):
                  f"import shutil\nshutil.rmtree({str(tmp_path)!r})\n",
                  f"import os\nos.rename({str(sentinel)!r}, 'stolen')\n",
                  f"import os\nos.system('rm -rf {tmp_path}')\n"):
-    grade = _run(task0, attack + FUNC + GOOD_BODY)
+    grade = _run(task0, attack + FUNC + GOOD_BODY, iso=iso)
     assert not grade.correct, attack
     assert sentinel.read_text() == "keep me", attack
   # Inside its own directory the candidate may create and delete files.
   local = ("import os\nopen('scratch', 'w').write('x')\nos.remove('scratch')\n" + FUNC + GOOD_BODY)
-  assert _run(task0, local).correct
+  assert _run(task0, local, iso=iso).correct
 
 
 def test_no_connection_leaves_the_sandbox(task0):
@@ -199,12 +270,12 @@ def test_no_connection_leaves_the_sandbox(task0):
     server.close()
 
 
-def test_workdir_and_process_group_are_cleaned_up(task0, tmp_path):
-  # The candidate reports its working directory through a file the test can see afterwards
-  # only if cleanup failed; the directory itself must be gone.
+def test_fallback_workdir_is_cleaned_up(task0, tmp_path):
+  # The fallback runs in a host temp directory: the candidate reports it through a file the test
+  # can read afterwards; the directory itself must be gone.
   marker = tmp_path / "cwd.txt"
   code = f"import os\nopen({str(marker)!r}, 'w').write(os.path.realpath('.'))\n" + FUNC + GOOD_BODY
-  assert _run(task0, code).correct
+  assert _run(task0, code, iso=sandbox.fallback_isolation()).correct
   workdir = marker.read_text()
   assert "hieramas-sandbox-" in workdir
   assert not os.path.exists(workdir)
@@ -263,32 +334,222 @@ def _alive(pid: int) -> bool:
   try:
     with open(f"/proc/{pid}/status") as f:
       state = next(line for line in f if line.startswith("State:"))
-  except (FileNotFoundError, StopIteration):
+  except (FileNotFoundError, StopIteration, ProcessLookupError):
     return False
   return " Z " not in state and "zombie" not in state  # a zombie is dead, only unreaped
 
 
-def test_process_group_kill_stops_children_that_escape_the_guard(task0, tmp_path):
-  # ctypes gets round the guard's os.fork; a few lingering children (not an exponential bomb,
-  # this machine is shared) must die with the group, and must not keep the harness waiting
-  # on the inherited stdout pipe.
-  code = ("import ctypes, os, time\n"
-          "libc = ctypes.CDLL(None)\n"
-          "for _ in range(4):\n"
-          "    if libc.fork() == 0:\n"
-          f"        open(os.path.join({str(tmp_path)!r}, str(libc.getpid())), 'w').close()\n"
-          "        while True:\n"
-          "            time.sleep(0.05)\n"
-          "time.sleep(0.5)\n"
-          "os._exit(0)\n")
+def _named(marker: str) -> list[int]:
+  """Host pids of live processes whose name (comm) starts with `marker`."""
+  pids = []
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        with open(f"/proc/{entry}/comm") as f:
+          name = f.read().strip()
+      except OSError:
+        continue
+      if name.startswith(marker) and _alive(int(entry)):
+        pids.append(int(entry))
+  return pids
+
+
+def _forking(marker: str, *, setsid: bool, n: int = 4) -> str:
+  """Top-level code that forks `n` children through libc (round the guard's os.fork); each
+  renames itself `marker` (so the host can find it), optionally leaves the session with libc
+  setsid(), and sleeps for ever holding the inherited result pipe."""
+  return textwrap.dedent(f"""\
+      import ctypes, time
+      libc = ctypes.CDLL(None)
+      for _ in range({n}):
+          if libc.fork() == 0:
+              if {setsid}:
+                  libc.setsid()
+              libc.prctl(15, {marker.encode()!r}, 0, 0, 0)  # PR_SET_NAME
+              while True:
+                  time.sleep(0.05)
+      time.sleep(0.5)
+      """)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_children_that_escape_the_guard_die_with_the_task(task0, mode):
+  # A few lingering children (not an exponential bomb: the machine is shared) must die with the
+  # task and must not keep the harness waiting on the inherited pipe.
+  marker = "hx" + secrets.token_hex(4)
   start = time.monotonic()
-  grade = _run(task0, code)
-  assert not grade.correct
+  grade = _run(task0, _forking(marker, setsid=False) + FUNC + "    return None\n", iso=_iso(mode))
+  assert not grade.correct and "failed at base test" in grade.detail, grade.detail
   assert time.monotonic() - start < FAST.wall_s + 3
-  pids = [int(p.name) for p in tmp_path.iterdir()]
-  assert len(pids) == 4
   time.sleep(0.2)
-  assert not any(_alive(pid) for pid in pids), pids
+  assert not _named(marker)
+  assert _run(task0, GOOD_BODY, iso=_iso(mode)).correct
+
+
+@needs_bwrap
+def test_ctypes_setsid_escape_dies_with_the_pid_namespace(task0):
+  # setsid() through libc leaves the process group (the guard only replaces os.setsid), so a
+  # group kill misses it; the pid namespace's end does not. No 10 s stall on the held pipe.
+  marker = "hs" + secrets.token_hex(4)
+  start = time.monotonic()
+  grade = _run(task0, _forking(marker, setsid=True) + FUNC + "    return None\n")
+  assert not grade.correct and "failed at base test" in grade.detail, grade.detail
+  assert time.monotonic() - start < 3, time.monotonic() - start
+  time.sleep(0.2)
+  assert not _named(marker)
+  assert _run(task0, GOOD_BODY).correct
+
+
+@needs_bwrap
+def test_absolute_path_writes_and_deletes_touch_nothing(task0, tmp_path):
+  # As root, plain open() could write anywhere and libc unlink() deletes round the guard. Under
+  # bubblewrap none of these paths is writable (or even visible): each program fails at load and
+  # every file stays as it was.
+  sentinel = tmp_path / "sentinel.txt"
+  sentinel.write_text("keep me")
+  targets = {"venv": pathlib.Path(sys.prefix) / "pwned.txt", "repo": REPO_DIR / "pwned.txt"}
+  attacks = [f"open({str(p)!r}, 'w').write('pwned')\n" for p in targets.values()]
+  attacks += [f"open({str(sentinel)!r}, 'w').write('pwned')\n",
+              f"open({str(sentinel)!r}, 'a').write('pwned')\n",
+              f"import os\nos.close(os.open({str(tmp_path / 'new.txt')!r}, os.O_CREAT | os.O_WRONLY))\n",
+              f"import ctypes\nassert ctypes.CDLL(None).unlink({str(sentinel).encode()!r}) == 0\n",
+              f"import ctypes\nassert ctypes.CDLL(None).rmdir({str(tmp_path).encode()!r}) == 0\n",
+              "open('/usr/pwned.txt', 'w').write('pwned')\n",
+              "open('/pwned.txt', 'w').write('pwned')\n",
+              "open('/dev/pwned.txt', 'w').write('pwned')\n"]
+  for attack in attacks:
+    grade = _run(task0, attack + FUNC + GOOD_BODY)
+    assert not grade.correct and "failed at load" in grade.detail, (attack, grade.detail)
+  assert sentinel.read_text() == "keep me"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["sentinel.txt"]
+  assert not any(p.exists() for p in targets.values())
+  assert not pathlib.Path("/usr/pwned.txt").exists() and not pathlib.Path("/pwned.txt").exists()
+  # /tmp inside is the program's own tmpfs: writing there works and reaches nothing outside.
+  host_tmp = pathlib.Path("/tmp") / f"pwned-{secrets.token_hex(4)}.txt"
+  assert _run(task0, f"open({str(host_tmp)!r}, 'w').write('pwned')\n" + FUNC + GOOD_BODY).correct
+  assert not host_tmp.exists()
+  assert _run(task0, GOOD_BODY).correct
+
+
+@needs_bwrap
+def test_no_network_even_round_the_guard(task0):
+  # `_socket` is not patched by the guard; the network namespace has only a loopback of its own.
+  server = socket.socket()
+  server.bind(("127.0.0.1", 0))
+  server.listen(1)
+  server.settimeout(0.5)
+  port = server.getsockname()[1]
+  attack = f"import _socket\ns = _socket.socket()\ns.connect(('127.0.0.1', {port}))\n" + FUNC + GOOD_BODY
+  try:
+    grade = _run(task0, attack)
+    assert not grade.correct and "ConnectionRefusedError" in grade.detail, grade.detail
+    with pytest.raises(socket.timeout):
+      server.accept()
+  finally:
+    server.close()
+
+
+@needs_bwrap
+def test_what_the_program_sees_inside_bubblewrap(task0):
+  # The program checks its own world and is correct only if every check holds; the failed
+  # checks' names reach the grade's detail.
+  hidden = [str(REPO_DIR), str(cache_dir()), str(BENCHMARK_DATA_DIR)]
+  probe = textwrap.dedent(f"""\
+      import os
+      failed = []
+      def check(name, ok):
+          if not ok:
+              failed.append(name)
+      check("uid", os.getuid() == 65534 and os.getgid() == 65534)
+      status = open("/proc/self/status").read()
+      check("no capabilities", "CapEff:\\t0000000000000000" in status)
+      check("pid namespace", os.getpid() < 10 and len([p for p in os.listdir("/proc") if p.isdigit()]) < 5)
+      interfaces = [l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]]
+      check("network: loopback only", interfaces == ["lo"])
+      check("answer key hidden", not any(os.path.exists(p) for p in {hidden!r}))
+      check("cwd is /tmp", os.getcwd() == "/tmp")
+      open("/tmp/scratch", "w").write("x")
+      for path in ("/scratch", "/usr/scratch", "/dev/scratch", os.path.join(os.__file__, "..", "scratch")):
+          try:
+              open(path, "w")
+              failed.append("wrote " + path)
+          except OSError:
+              pass
+      import gc
+      needle = "def check(" + "candidate)"  # split: this program's own text must not match
+      check("no expected outputs or check() in memory", not any(
+          isinstance(v, str) and needle in v and v != needle
+          for o in gc.get_objects() if isinstance(o, dict) for v in o.values()))
+      if failed:
+          raise AssertionError(", ".join(failed))
+      """)
+  grade = _run(task0, probe + FUNC + GOOD_BODY)
+  assert grade.correct, grade.detail
+
+
+@needs_bwrap
+def test_sandboxed_programs_die_with_the_grader(task0, tmp_path):
+  # --die-with-parent: a grader killed mid-run (SIGKILL, no cleanup) leaves no program behind.
+  marker = "hd" + secrets.token_hex(4)
+  code = (f"import ctypes\nctypes.CDLL(None).prctl(15, {marker.encode()!r}, 0, 0, 0)\n"
+          "while True:\n    pass\n")
+  script = textwrap.dedent(f"""\
+      import asyncio, dataclasses
+      from hieramas_jax.benchmarks import sandbox
+      from hieramas_jax.benchmarks.data import items_by_id
+      limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, load_s=600, wall_s=600)
+      asyncio.run(sandbox.run_candidate(items_by_id("humaneval_plus")["HumanEval/0"], {code!r}, limits,
+                                        use_cache=False))
+      """)
+  grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_DIR,
+                            env=dict(os.environ, HIERAMAS_CACHE_DIR=str(cache_dir())))
+  try:
+    deadline = time.monotonic() + 60
+    while not _named(marker) and time.monotonic() < deadline:
+      time.sleep(0.1)
+    assert _named(marker), "the program never started"
+    grader.send_signal(signal.SIGKILL)
+    grader.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while _named(marker) and time.monotonic() < deadline:
+      time.sleep(0.05)
+    assert not _named(marker)
+  finally:
+    grader.kill()
+
+
+def test_fallback_warns_once_and_is_recorded(monkeypatch, caplog):
+  monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+  monkeypatch.delenv(sandbox.SANDBOX_ENV, raising=False)
+  sandbox.isolation.cache_clear()
+  try:
+    with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
+      first = sandbox.isolation()
+      again = sandbox.isolation()
+    assert first is again and first.mode == "fallback"
+    warnings = [r for r in caplog.records if r.name == sandbox.__name__]
+    assert len(warnings) == 1 and "WITHOUT isolation" in warnings[0].getMessage()
+    assert "bwrap is not installed" in warnings[0].getMessage()
+    from hieramas_jax.experiment.provenance import provenance
+    assert provenance(seed=0)["sandbox"]["mode"] == "fallback"
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
+    sandbox.isolation.cache_clear()
+    with pytest.raises(sandbox.SandboxError, match="HIERAMAS_SANDBOX=bwrap but bubblewrap cannot run"):
+      sandbox.isolation()
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "chroot")
+    sandbox.isolation.cache_clear()
+    with pytest.raises(sandbox.SandboxError, match="expected auto, bwrap or fallback"):
+      sandbox.isolation()
+  finally:
+    sandbox.isolation.cache_clear()
+  monkeypatch.undo()
+  from hieramas_jax.experiment.provenance import provenance
+  assert provenance(seed=0)["sandbox"] == sandbox.isolation().provenance()
+
+
+def test_grades_are_cached_per_isolation_mode(task0):
+  code = FUNC + GOOD_BODY
+  assert sandbox._grade_cache_path(task0, code, "bwrap") != sandbox._grade_cache_path(task0, code, "fallback")
 
 
 def test_main_guard_demo_does_not_run(task0):

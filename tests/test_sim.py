@@ -1,35 +1,37 @@
-"""The simulated pool's behaviour model: determinism, real-format answers graded by the real
-graders, correlated sampling, role/CoT terms, context votes, calibration."""
+"""The simulated pool's behaviour model: reading requests, competence, sampling, context, fallbacks.
+
+Each mechanism is checked against hand-computed probabilities on small prompts; answers are graded
+by the real graders wherever a grader exists.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
 import json
+import math
 
 import numpy as np
 import openai
 import pytest
 
 from hieramas_jax.benchmarks import graders
-from hieramas_jax.benchmarks.data import LETTERS, load_items
+from hieramas_jax.benchmarks.data import LETTERS, format_mmlu_question, load_items
+from hieramas_jax.mas import roles
 from hieramas_jax.sim import params as P
-from hieramas_jax.sim import reading
-from hieramas_jax.sim.calibration_targets import TARGETS
-from hieramas_jax.sim.model import BehaviourModel, MUTANTS_PATH, _load_math_wrong, _load_mutants
+from hieramas_jax.sim import reading, render
+from hieramas_jax.sim.calibration_targets import PAPER_BASE, PAPER_COT, TARGETS, sigmoid
+from hieramas_jax.sim.hashing import inv_phi, phi
+from hieramas_jax.sim.model import MUTANTS_PATH, Answer, BehaviourModel, _load_math_wrong, _load_programs
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
-FORMAT = {
-    "mmlu_redux": "End your response with 'The answer is (X)' where X is the letter of the correct option.",
-    "math": "Please put your final answer within \\boxed{}.",
-    "humaneval_plus": "Complete the following Python function. Return the complete function in a single "
-                      "```python code block.",
-}
+FORMAT = roles.ANSWER_FORMAT
 
 
 def base_messages(item, *, cot: bool = False, system: str = "You are a helpful assistant.",
-                  blocks: tuple[str, ...] = (), header: str = "### Response from Agent {k}:") -> list[dict]:
-  user = f"{item.question.rstrip()}\n\n{FORMAT[item.benchmark]}"
+                  blocks: tuple[str, ...] = (), header: str = "### Response from Agent {k}:",
+                  question: str | None = None) -> list[dict]:
+  user = f"{(question or item.question).rstrip()}\n\n{FORMAT[item.benchmark]}"
   if cot:
     user += "\nLet's think step by step."
   if blocks:
@@ -43,206 +45,363 @@ def sim0() -> BehaviourModel:
   return BehaviourModel(seed=0)
 
 
-def test_same_request_same_answer_other_sample_or_seed_differs(sim0):
-  other_seed = BehaviourModel(seed=1)
-  items = load_items("mmlu_redux")[:150]
-  same = resample = reseed = 0
-  for item in items:
-    msgs = base_messages(item)
-    a = sim0.reply("qwen3-8b", msgs, 1.0, None, 0)
-    same += a == sim0.reply("qwen3-8b", msgs, 1.0, None, 0)
-    resample += a.text != sim0.reply("qwen3-8b", msgs, 1.0, None, 1).text
-    reseed += a.text != other_seed.reply("qwen3-8b", msgs, 1.0, None, 0).text
-  assert same == len(items)
-  assert resample > 15 and reseed > 15
+# ---- reading ------------------------------------------------------------------------------------
 
 
-def test_every_item_is_recognised_inside_a_prompt(sim0):
-  for bench in ("math", "humaneval_plus"):
+def test_every_item_is_recognised_inside_a_prompt_and_an_edited_question_is_not(sim0):
+  for bench in ("math", "humaneval_plus", "mmlu_redux"):
     for item in load_items(bench):
       found = sim0.index.recognise(base_messages(item)[1]["content"])
       assert found is not None and found.item.question == item.question, item.id
-
-
-def test_unknown_prompt_gets_a_fluent_generic_answer(sim0):
-  msgs = [{"role": "user", "content": "Write a short note about the history of tea in Britain."}]
-  r = sim0.reply("gemma-3-27b", msgs, 0.7, None, 0)
-  assert r.item_id is None and len(r.text.split()) > 15
-  assert "\\boxed" not in r.text and "The answer is" not in r.text
-  assert sim0.reply("gpt-5-mini", [{"role": "user", "content": "hi"}], None, None, 0).reasoning_tokens > 0
-
-
-@pytest.mark.parametrize("bench,n", [("mmlu_redux", 200), ("math", 80)])
-def test_answers_graded_by_real_graders_match_the_draw(sim0, bench, n):
   rng = np.random.default_rng(0)
-  items = load_items(bench)
-  wrong_seen = right_seen = 0
-  for i in rng.choice(len(items), n, replace=False):
-    item = items[i]
-    r = sim0.reply("llama-8b", base_messages(item, cot=bool(i % 2)), 0.2, None, 0)
-    grade = graders.grade(item, r.text)
-    assert grade.extracted is not None, r.text
-    assert grade.correct == r.correct_drawn, (item.id, r.text, grade)
-    wrong_seen += not grade.correct
-    right_seen += grade.correct
-  assert wrong_seen > 10 and right_seen > 10
+  changed = 0
+  for item in load_items("math"):
+    digits = [i for i, ch in enumerate(item.question) if ch.isdigit()]
+    if not digits:
+      continue
+    i = int(rng.choice(digits))
+    edited = item.question[:i] + str((int(item.question[i]) + 1) % 10) + item.question[i + 1:]
+    found = sim0.index.recognise(edited)
+    changed += 1
+    assert found is None or found.item.question == edited, item.id  # never the unedited item
+  assert changed > 400
 
 
-def test_code_answers_graded_by_the_sandbox_match_the_draw(sim0):
-  items = load_items("humaneval_plus")
-  picked = {True: [], False: []}
-  for item in items:
-    for k in range(6):
-      r = sim0.reply("llama-8b", base_messages(item), 1.0, None, k)
-      if len(picked[r.correct_drawn]) < 3:
-        picked[r.correct_drawn].append((item, r.text))
-        break
-    if all(len(v) == 3 for v in picked.values()):
-      break
-  for drawn, cases in picked.items():
-    for item, text in cases:
-      assert graders.grade(item, text).correct == drawn, (item.id, text)
+def test_permuted_options_are_recognised_with_their_own_lettering(sim0):
+  item = load_items("mmlu_redux")[5]
+  order = [2, 0, 3, 1]  # shown position -> original option
+  shown = format_mmlu_question(item.meta["stem"], [item.meta["choices"][k] for k in order])
+  rec = sim0.index.recognise(shown)
+  assert rec.item.id == item.id
+  assert [rec.letter_of(k) for k in range(4)] == [LETTERS[order.index(k)] for k in range(4)]
+  edited = shown.replace(item.meta["choices"][order[0]], "something else entirely")
+  assert sim0.index.recognise(edited) is None
 
 
-def test_precomputed_wrong_answers_cover_every_item():
-  with gzip.open(MUTANTS_PATH, "rt") as f:
-    assert json.load(f)["unverified"] == {}  # every mutant was failed by the real sandbox
-  mutants = _load_mutants()
-  items = load_items("humaneval_plus")
-  assert all(mutants[it.id] for it in items)
-  for it in items[:20]:  # a mutant is the complete function with one slip, never the canonical one
-    canonical = reading.code_key(it.question + it.answer)
-    assert all(reading.code_key(m) != canonical and f"def {it.meta['entry_point']}" in m
-               for m in mutants[it.id])
+@pytest.mark.parametrize("header", ["### Response from Agent {k}:", "Response {k}:", "[Agent {k} said]", ""])
+def test_candidates_are_read_under_any_header_wording(sim0, header):
+  item = load_items("math")[3]
+  blocks = ("Some work.\n\nTherefore, the final answer is $\\boxed{7}$.", "The answer: $\\boxed{\\frac{1}{2}}$.")
+  view = reading.read_request(base_messages(item, cot=True, blocks=blocks, header=header), sim0.index)
+  assert view.candidates == ("7", "\\frac{1}{2}")
+  mmlu = load_items("mmlu_redux")[9]
+  blocks = ("So the answer is (B).", "**Answer:** (D)", '{"answer": "B"}')
+  view = reading.read_request(base_messages(mmlu, blocks=blocks, header=header), sim0.index)
+  assert view.candidates == ("B", "D", "B")
+
+
+def test_code_candidates_exclude_the_question_and_earlier_assistant_turns_count(sim0):
+  item = load_items("humaneval_plus")[0]
+  program = item.question + item.answer
+  msgs = [{"role": "user", "content": f"{item.question}\n{FORMAT[item.benchmark]}"},
+          {"role": "assistant", "content": f"```python\n{program}\n```"},
+          {"role": "user", "content": f"Another agent wrote:\n```python\n{program}\n```\nGive an updated answer."}]
+  view = reading.read_request(msgs, sim0.index)
+  assert len(view.candidates) == 2 and view.reasons
+
+
+def test_reasoning_cues_are_read_from_ordinary_phrasing_not_from_the_question(sim0):
+  item = next(it for it in load_items("math") if it.question.lower().startswith("evaluate"))
+  assert not reading.read_request(base_messages(item), sim0.index).reasons
+  for cue in ("Let's think step by step.", "Think carefully before answering.", "Show your work.",
+              "Explain your reasoning.", "Critically evaluate the responses."):
+    msgs = [{"role": "user", "content": f"{item.question}\n{FORMAT['math']}\n{cue}"}]
+    assert reading.read_request(msgs, sim0.index).reasons, cue
+
+
+def test_no_filler_sentence_reads_as_a_cue_to_reason():
+  for bank in render.FILLER_BANKS:
+    for sentence in bank:
+      assert not reading.REASONING_CUES.search(sentence.format(topic="chemistry")), sentence
+
+
+# ---- competence and sampling -------------------------------------------------------------------
+
+
+def test_fitted_expectations_reproduce_base_and_the_anchors_cot_rows(sim0):
+  for bench in ("mmlu_redux", "math", "humaneval_plus"):
+    items = load_items(bench)
+    for model in ("gpt-5-mini", "qwen3-80b", "llama-8b"):
+      base = np.mean([sim0.p_correct(model, it, reading.read_request(base_messages(it), sim0.index))
+                      for it in items])
+      assert abs(base - TARGETS[model][bench].accuracy) < 0.002, (model, bench)
+      if model in PAPER_COT:
+        cot = np.mean([sim0.p_correct(model, it, reading.read_request(base_messages(it, cot=True), sim0.index))
+                       for it in items])
+        assert abs(cot - PAPER_COT[model][bench] / 100) < 0.002, (model, bench)
+        assert PAPER_BASE[model][bench] > 0
+
+
+def test_direct_base_loop_reproduces_calibration_targets_under_the_real_graders(sim0):
+  rng = np.random.default_rng(1)
+  for bench in ("mmlu_redux", "math"):
+    items = load_items(bench)
+    idx = rng.choice(len(items), 300, replace=False)
+    for model in ("gpt-5-mini", "llama-8b"):
+      acc = np.mean([graders.grade(items[i], sim0.reply(model, base_messages(items[i]), 0.2, None, 0).text).correct
+                     for i in idx])
+      target = TARGETS[model][bench].accuracy
+      assert abs(acc - target) < max(0.03, 3 * math.sqrt(target * (1 - target) / len(idx))), (model, bench, acc)
+
+
+def test_greedy_decoding_is_deterministic_per_request_and_samples_diversify_with_temperature(sim0):
+  items = load_items("mmlu_redux")[:300]
+  agree = {}
+  for temp in (0.0, 0.7, 1.0, 1.6):
+    keys = np.array([[sim0.reply("qwen3-8b", base_messages(it), temp, None, k).answer_key for k in range(2)]
+                     for it in items])
+    agree[temp] = float(np.mean(keys[:, 0] == keys[:, 1]))
+  assert agree[0.0] == 1.0
+  assert agree[0.0] > agree[0.7] > agree[1.0] > agree[1.6]
+  msgs = base_messages(items[0])
+  assert sim0.reply("qwen3-8b", msgs, 0.0, None, 0) == sim0.reply("qwen3-8b", msgs, 0.0, None, 5)
+
+
+def test_accuracy_is_flat_up_to_temperature_one_and_falls_above(sim0):
+  items = load_items("mmlu_redux")[:400]
+  acc = {t: np.mean([sim0.reply("qwen3-80b", base_messages(it), t, None, 0).correct for it in items])
+         for t in (0.0, 0.5, 1.0, 1.5, 2.0)}
+  assert max(acc[0.0], acc[0.5], acc[1.0]) - min(acc[0.0], acc[0.5], acc[1.0]) < 0.04
+  assert acc[1.0] - acc[1.5] > 0.03 and acc[1.5] - acc[2.0] > 0.1
+  assert P.temperature_penalty(1.0) == 0.0 and P.temperature_penalty(2.0) == P.TEMP_PENALTY
+
+
+def test_slips_without_reasoning_are_fresh_per_sample_with_the_fitted_rate(sim0):
+  """MATH Base = reasoned attempt x (1 - slip), the slip drawn per sample: among samples whose
+  reasoned attempt is right (the persistent draw), the share lost is the slip rate."""
+  items = load_items("math")
+  rate = sim0.slip["qwen3-80b"]["math"]
+  assert 0.1 < rate < 0.25 and sim0.slip["qwen3-80b"]["mmlu_redux"] == 0.0
+  lost = kept = 0
+  for it in items:
+    view = reading.read_request(base_messages(it), sim0.index)
+    reasoned = sigmoid(sim0.logit("qwen3-80b", it, view, 0.0, reasons=True))
+    z = sim0._persistent("qwen3-80b", it)[0]  # T = 0: rho = 1, the persistent draw alone decides
+    if phi(z) < reasoned:
+      r = sim0.reply("qwen3-80b", base_messages(it), 0.0, None, 0)
+      lost += not r.correct_drawn
+      kept += r.correct_drawn
+  share = lost / (lost + kept)
+  assert abs(share - rate) < 3 * math.sqrt(rate * (1 - rate) / (lost + kept)) + 0.01
+
+
+# ---- context ------------------------------------------------------------------------------------
+
+
+def test_luce_choice_matches_hand_computed_weights():
+  own = Answer(0, "A", False)
+  cands = [Answer(1, "B", True), Answer(1, "B", True), Answer(2, "C", False)]
+  kappa = P.recognition(1.0, 0.0)
+  assert kappa == pytest.approx(P.RECOGNITION_MAX * sigmoid(1.0 + P.RECOGNITION_GAP))
+  beta = P.SUPPORT_POWER
+  w = {"A": P.SELF_WEIGHT ** beta, "B": 2.0 ** beta * math.exp(kappa), "C": 1.0}
+  grid = np.linspace(0.0005, 0.9995, 2000)
+  picks = [BehaviourModel.choose(own, cands, 1.0, 0.0, u).text for u in grid]
+  for letter, weight in w.items():
+    assert abs(picks.count(letter) / len(grid) - weight / sum(w.values())) < 0.002
+  long = BehaviourModel.choose(own, cands, 1.0, 12000.0, 0.5)
+  assert P.recognition(1.0, 12000.0) == pytest.approx(kappa / 3) and long.text in "ABC"
+
+
+def test_adoption_of_a_unanimous_correct_context_matches_the_closed_form(sim0):
+  """Own attempt right with q (persistent z fixed); otherwise two gold votes beat the own wrong
+  answer with 2^b e^k / (2^b e^k + 1): P(final right) = q + (1 - q) 2^b e^k / (2^b e^k + 1)."""
+  item = load_items("mmlu_redux")[5]
+  gold_vote = f"The answer is ({item.answer})."
+  msgs = lambda k: base_messages(item, cot=True, blocks=(gold_vote,) * 2, header="Agent {k}:" + " " * k)  # noqa: E731
+  view = reading.read_request(msgs(0), sim0.index)
+  for model in ("llama-8b", "gpt-5-mini"):
+    logit = sim0.logit(model, item, view, 1.0)
+    r = P.rho(1.0)
+    zp = sim0._persistent(model, item)[0]
+    q = phi((inv_phi(sigmoid(logit)) - math.sqrt(r) * zp) / math.sqrt(1 - r))
+    kappa = P.recognition(logit, view.context_chars / P.CHARS_PER_TOKEN)
+    pull = 2 ** P.SUPPORT_POWER * math.exp(kappa)
+    expected = q + (1 - q) * pull / (pull + P.SELF_WEIGHT ** P.SUPPORT_POWER)
+    n = 1500
+    got = np.mean([sim0.reply(model, msgs(k), 1.0, None, k).correct for k in range(n)])
+    assert abs(got - expected) < 3 * math.sqrt(expected * (1 - expected) / n) + 0.01, (model, got, expected)
+
+
+def test_a_strong_reader_resists_a_wrong_majority_more_than_a_weak_one(sim0):
+  items = load_items("mmlu_redux")[:200]
+  def followed(model):
+    n = 0
+    for it in items:
+      wrong = next(c for c in LETTERS if c != it.answer)
+      r = sim0.reply(model, base_messages(it, cot=True, blocks=(f"The answer is ({wrong}).",) * 3), 1.0, None, 0)
+      n += r.answer_key == LETTERS.index(wrong)
+    return n / len(items)
+  assert followed("gpt-5-mini") < followed("llama-8b") - 0.1
+
+
+def test_support_pulls_and_errors_spread_along_edges(sim0):
+  items = load_items("math")[:150]
   wrong = _load_math_wrong()
+  shares = {}
+  for n_votes in (0, 1, 3):
+    spread = 0
+    for it in items:
+      w = wrong[it.id][0]
+      block = f"Working.\n\nTherefore, the final answer is $\\boxed{{{w}}}$."
+      r = sim0.reply("qwen3-8b", base_messages(it, cot=True, blocks=(block,) * n_votes), 0.7, None, 0)
+      spread += r.answer_key == reading.math_key(w)
+    shares[n_votes] = spread / len(items)
+  assert shares[0] < shares[1] < shares[3]
+
+
+def test_a_weaker_proposer_pulls_a_synthesis_down(sim0):
+  """Self-MoA (two strong proposals) against a mix with a weak one, same synthesizer."""
+  items = load_items("math")[:200]
+  def accuracy(proposers):
+    right = 0
+    for it in items:
+      proposals = [sim0.reply(m, roles.agent_messages(it, "Math Solver"), 0.2, None, k).text
+                   for k, m in enumerate(proposers)]
+      r = sim0.reply("qwen3-80b", roles.synthesizer_messages(it, "Math Solver", proposals), 0.2, None, 0)
+      right += r.correct
+    return right / len(items)
+  assert accuracy(["qwen3-80b", "qwen3-80b"]) > accuracy(["qwen3-80b", "llama-8b"])
+
+
+# ---- answers, pools, unknown questions --------------------------------------------------------------
+
+
+def test_option_permutation_keeps_accuracy_under_the_real_grader(sim0):
+  items = load_items("mmlu_redux")[:400]
+  rng = np.random.default_rng(3)
+  plain = permuted = 0
+  for it in items:
+    plain += graders.grade(it, sim0.reply("gpt-5-mini", base_messages(it), None, None, 0).text).correct
+    order = rng.permutation(4)
+    question = format_mmlu_question(it.meta["stem"], [it.meta["choices"][k] for k in order])
+    gold = LETTERS[list(order).index(LETTERS.index(it.answer))]
+    text = sim0.reply("gpt-5-mini", base_messages(it, question=question), None, None, 0).text
+    permuted += graders.extract_mmlu_letter(text) == gold
+  assert abs(plain - permuted) / len(items) < 0.04 and permuted / len(items) > 0.85
+
+
+@pytest.mark.parametrize("bench", ["mmlu_redux", "math", "humaneval_plus"])
+def test_an_unknown_question_gets_a_gradable_answer_in_its_format(sim0, bench):
+  item = load_items(bench)[11]
+  if bench == "mmlu_redux":
+    question = format_mmlu_question("Which of these rivers is longest, in an invented world?", ["W", "X", "Y", "Z"])
+  elif bench == "math":
+    question = "What is the sum of 1234 and 4321 times seven?"
+  else:
+    question = 'def invented_task(xs: list) -> int:\n    """Return something invented."""\n'
+  r = sim0.reply("qwen3-80b", base_messages(item, question=question, cot=True), 0.2, None, 0)
+  assert r.item_id is None and r.correct is None
+  if bench == "mmlu_redux":
+    assert graders.extract_mmlu_letter(r.text) in LETTERS
+  elif bench == "math":
+    assert graders.extract_math_answer(r.text) is not None
+  else:
+    assert "def invented_task(xs: list) -> int:" in reading.code_block(r.text)
+  generic = sim0.reply("gemma-3-27b", [{"role": "user", "content": "Tell me about tea in Britain."}], 0.7, None, 0)
+  assert len(generic.text.split()) > 15 and "\\boxed" not in generic.text
+
+
+def test_answers_graded_by_real_graders_match_the_sims_own_verdict(sim0):
+  rng = np.random.default_rng(0)
+  for bench, n in (("mmlu_redux", 150), ("math", 80)):
+    items = load_items(bench)
+    seen = set()
+    for i in rng.choice(len(items), n, replace=False):
+      r = sim0.reply("llama-8b", base_messages(items[i], cot=bool(i % 2)), 0.7, None, 0)
+      assert graders.grade(items[i], r.text).correct == r.correct, (items[i].id, r.text)
+      seen.add(r.correct)
+    assert seen == {True, False}
+
+
+def test_code_answers_right_and_wrong_are_judged_so_by_the_sandbox(sim0):
+  items = load_items("humaneval_plus")
+  _, variants = _load_programs()
+  picked = {True: 0, False: 0}
+  for item in items[:40]:
+    for k in range(4):
+      r = sim0.reply("llama-8b", base_messages(item), 1.0, None, k)
+      if picked[r.correct] < 3:
+        assert graders.grade(item, r.text).correct == r.correct, (item.id, r.text)
+        picked[r.correct] += 1
+  assert picked == {True: 3, False: 3}
+  for item in items[::40]:
+    for code in variants[item.id]:
+      assert graders.grade(item, f"```python\n{code}\n```").correct, item.id
+
+
+def test_precomputed_pools_cover_every_item():
+  with gzip.open(MUTANTS_PATH, "rt") as f:
+    data = json.load(f)
+  assert data["unverified"] == {}
+  mutants, variants = data["mutants"], data["variants"]
+  items = load_items("humaneval_plus")
+  assert all(mutants[it.id] for it in items) and sum(map(len, mutants.values())) > 600
+  assert sum(map(len, variants.values())) > 300
+  for it in items[:20]:
+    canonical = reading.code_key(it.question + it.answer)
+    assert all(reading.code_key(m) != canonical and f"def {it.meta['entry_point']}" in m for m in mutants[it.id])
+  wrong = _load_math_wrong()
+  assert sum(map(len, wrong.values())) > 3000
   for it in load_items("math"):
     assert wrong[it.id] and all(reading.math_key(w) != reading.math_key(it.answer) for w in wrong[it.id])
 
 
-def test_gold_renders_correct_and_near_misses_wrong_under_the_real_graders(sim0):
-  from hieramas_jax.sim import render
-  for bench in ("mmlu_redux", "math"):
-    for item in load_items(bench):
-      text = render.answer_text(item, sim0._gold(item), 2, False, 0.5)
-      assert graders.grade(item, text).correct, (item.id, text)
-  wrong = _load_math_wrong()
-  for item in load_items("math")[::10]:  # all 500 are checked by build_math_wrong
-    for w in wrong[item.id]:
-      assert not graders.grade(item, render.answer_text(item, w, 2, False, 0.5)).correct, (item.id, w)
+def test_tokens_follow_the_prompt_kind_and_reasoning_models_are_billed_for_hidden_reasoning(sim0):
+  item = load_items("math")[20]
+  base = sim0.reply("gpt-5-mini", base_messages(item), None, None, 0)
+  cot = sim0.reply("gpt-5-mini", base_messages(item, cot=True), None, None, 0)
+  synth = sim0.reply("gpt-5-mini", roles.synthesizer_messages(item, None, [cot.text, cot.text]), None, None, 0)
+  assert base.kind == "answer" and cot.kind == "reasoning" and synth.kind == "aggregation"
+  assert len(base.text) < len(cot.text) and 0 < base.reasoning_tokens < cot.reasoning_tokens
+  assert synth.reasoning_tokens > base.reasoning_tokens
+  assert sim0.reply("qwen3-80b", base_messages(item, cot=True), 0.2, None, 0).reasoning_tokens == 0
 
 
-def test_low_temperature_samples_agree_more_at_the_same_marginal_accuracy(sim0):
-  items = load_items("mmlu_redux")[:400]
-  stats = {}
-  for temp in (0.0, 1.0):
-    correct = np.array([[sim0.reply("qwen3-8b", base_messages(it), temp, None, k).correct_drawn
-                         for k in range(2)] for it in items])
-    stats[temp] = (correct.mean(), (correct[:, 0] == correct[:, 1]).mean())
-  assert abs(stats[0.0][0] - stats[1.0][0]) < 0.05
-  assert stats[0.0][1] > stats[1.0][1] + 0.03
-  assert P.rho(0.0) > P.rho(0.2) > P.rho(1.0) > 0
+# ---- the request is all it sees -------------------------------------------------------------------
 
 
-def test_role_fit_and_step_by_step_move_competence(sim0):
-  view = reading.read_request
-  math_item = load_items("math")[10]
-  knowledge_item = load_items("mmlu_redux")[2000]
-  base = sim0.p_correct("qwen3-8b", math_item, view(base_messages(math_item)))
-  solver = sim0.p_correct("qwen3-8b", math_item, view(base_messages(
-      math_item, system="You are a Math Solver. You solve problems.")))
-  lawyer = sim0.p_correct("qwen3-8b", math_item, view(base_messages(
-      math_item, system="You are a Lawyer. You know the law.")))
-  cot = sim0.p_correct("qwen3-8b", math_item, view(base_messages(math_item, cot=True)))
-  assert lawyer < base < solver < cot
-  historian = view(base_messages(knowledge_item, system="You are a Historian. You know history."))
-  assert historian.role == "Historian" and historian.kind == "single"
-  assert sim0.p_correct("qwen3-8b", knowledge_item, historian) > sim0.p_correct(
-      "qwen3-8b", knowledge_item, view(base_messages(knowledge_item)))
-
-
-def _share(sim, model, item, messages_for, answer_of, target, n=120) -> float:
-  return np.mean([answer_of(sim.reply(model, messages_for(k), 1.0, None, k).text) == target
-                  for k in range(n)])
-
-
-def test_context_votes_pull_towards_the_majority(sim0):
-  item = load_items("mmlu_redux")[5]
-  wrong = next(c for c in LETTERS if c != item.answer)
-  vote = f"Considering the options carefully. The answer is ({wrong})."
-  letter = graders.extract_mmlu_letter
-  alone = _share(sim0, "llama-8b", item, lambda k: base_messages(item, cot=True), letter, wrong)
-  peers = _share(sim0, "llama-8b", item, lambda k: base_messages(item, cot=True, blocks=(vote,) * 3),
-                 letter, wrong)
-  split = _share(sim0, "llama-8b", item, lambda k: base_messages(
-      item, cot=True, blocks=(vote, vote, f"The answer is ({item.answer}).")),
-                 letter, wrong)
-  synth_sys = ("You have been provided with a set of responses from various models to the latest user "
-               "query. Your task is to synthesize these responses into a single, high-quality response.")
-  synth = _share(sim0, "llama-8b", item, lambda k: base_messages(
-      item, system=synth_sys, blocks=(vote,) * 2, header="### Proposal {k}:"), letter, wrong)
-  strong = _share(sim0, "gpt-5-mini", item, lambda k: base_messages(item, cot=True, blocks=(vote,) * 3),
-                  letter, wrong)
-  assert alone < split < peers < synth
-  assert strong < peers  # a competent model resists a wrong majority more
-
-
-def test_context_spreads_math_and_code_answers(sim0):
-  math_item = load_items("math")[0]
-  near_miss = _load_math_wrong()[math_item.id][0]
-  block = f"Working through it.\n\nTherefore, the final answer is $\\boxed{{{near_miss}}}$."
-  got = _share(sim0, "qwen3-8b", math_item, lambda k: base_messages(math_item, cot=True, blocks=(block,) * 3),
-               lambda t: reading.math_key(reading.last_boxed(t) or ""), reading.math_key(near_miss))
-  assert got > 0.25
-  code_item = load_items("humaneval_plus")[0]
-  mutant = _load_mutants()[code_item.id][0]
-  block = f"```python\n{mutant}\n```"
-  got = _share(sim0, "qwen3-8b", code_item, lambda k: base_messages(code_item, cot=True, blocks=(block,) * 3),
-               lambda t: reading.code_key(reading.code_block(t) or ""), reading.code_key(mutant))
-  assert got > 0.25
-
-
-def test_long_contexts_dilute_the_pull(sim0):
-  item = load_items("mmlu_redux")[5]
-  wrong = next(c for c in LETTERS if c != item.answer)
-  short = f"The answer is ({wrong})."
-  long = "Some lengthy deliberation follows. " * 700 + short
-  letter = graders.extract_mmlu_letter
-  a = _share(sim0, "llama-8b", item, lambda k: base_messages(item, blocks=(short,) * 3), letter, wrong, 200)
-  b = _share(sim0, "llama-8b", item, lambda k: base_messages(item, blocks=(long,) * 3), letter, wrong, 200)
-  assert b < a
-
-
-@pytest.mark.parametrize("model", ["gpt-5-mini", "qwen3-80b", "llama-8b"])
-def test_direct_base_loop_reproduces_calibration_targets(sim0, model):
-  """Base prompts, one call per item, real graders for MMLU and MATH (300 items each), the drawn
-  correctness for HumanEval+ (all 164; the sandbox is exercised elsewhere)."""
-  rng = np.random.default_rng(1)
-  for bench in ("mmlu_redux", "math", "humaneval_plus"):
-    items = load_items(bench)
-    idx = rng.choice(len(items), min(300, len(items)), replace=False)
-    if bench == "humaneval_plus":
-      acc = np.mean([sim0.reply(model, base_messages(items[i]), 0.2, None, 0).correct_drawn for i in idx])
-    else:
-      acc = np.mean([graders.grade(items[i], sim0.reply(model, base_messages(items[i]), 0.2, None, 0).text
-                                   ).correct for i in idx])
-    target = TARGETS[model][bench].accuracy
-    se = (target * (1 - target) / len(idx)) ** 0.5
-    assert abs(acc - target) < max(0.03, 3 * se), (model, bench, acc, target)
-    expected = np.mean([sim0.p_correct(model, items[i], reading.read_request(base_messages(items[i])))
-                        for i in range(len(items))])
-    assert abs(expected - target) < 0.002  # theta.json matches the targets exactly in expectation
-
-
-def test_http_reply_equals_the_behaviour_model(sim0):
+def test_only_the_request_text_changes_an_answer_over_http(sim0):
   item = load_items("math")[42]
   msgs = base_messages(item, cot=True)
   with start_sim_in_thread(SimConfig(seed=0)) as handle:
     async def go():
       client = openai.AsyncOpenAI(base_url=handle.base_url, api_key="unused", max_retries=0)
-      out = [await client.chat.completions.create(model="qwen3-80b", messages=msgs, temperature=0.2,
-                                                  max_tokens=4096, seed=s) for s in (0, 0, 3)]
+      plain = await client.chat.completions.create(model="qwen3-80b", messages=msgs, temperature=0.2,
+                                                   max_tokens=4096, seed=3)
+      # Method, role or stage names outside the prompt (metadata, user, headers) change nothing.
+      tagged = await client.chat.completions.create(
+          model="qwen3-80b", messages=msgs, temperature=0.2, max_tokens=4096, seed=3, user="hieramas-stage1",
+          extra_body={"metadata": {"method": "hieramas", "role": "Inspector"}},
+          extra_headers={"X-Method": "full_graph"})
       await client.close()
-      return [o.choices[0].message.content for o in out]
-    texts = asyncio.run(go())
-  assert texts[0] == texts[1] == sim0.reply("qwen3-80b", msgs, 0.2, None, 0).text
-  assert texts[2] == sim0.reply("qwen3-80b", msgs, 0.2, None, 3).text
+      return plain.choices[0].message.content, tagged.choices[0].message.content
+    plain, tagged = asyncio.run(go())
+  assert plain == tagged == sim0.reply("qwen3-80b", msgs, 0.2, None, 3).text
+
+
+def test_params_hold_the_recorded_collaboration_fit():
+  from hieramas_jax.paths import DATA_DIR
+  record = json.loads((DATA_DIR / "sim" / "collaboration_fit.json").read_text())
+  assert P.RHO_TAU == record["RHO_TAU"] and P.RECOGNITION_MAX == record["RECOGNITION_MAX"]
+  assert P.ERROR_SHARED_SPREAD == record["ERROR_SHARED_SPREAD"]
+
+
+def test_the_in_process_fit_client_answers_like_the_server(sim0):
+  from hieramas_jax.experiment.sim_fit import DirectSimClient
+  from hieramas_jax.llm.registry import get_model
+  item = load_items("mmlu_redux")[30]
+  msgs = roles.agent_messages(item, "Critic")
+  direct = asyncio.run(DirectSimClient(sim0).chat("gpt-5-mini", msgs, temperature=0.2, max_tokens=2048,
+                                                  sample_index=2))
+  with start_sim_in_thread(SimConfig(seed=0)) as handle:
+    async def go():
+      client = openai.AsyncOpenAI(base_url=handle.base_url, api_key="unused", max_retries=0)
+      out = await client.chat.completions.create(model="gpt-5-mini", messages=msgs, max_completion_tokens=2048,
+                                                 seed=2)
+      await client.close()
+      return out
+    out = asyncio.run(go())
+  assert direct.text == out.choices[0].message.content
+  assert direct.cost_usd == pytest.approx(get_model("gpt-5-mini").cost(out.usage.prompt_tokens,
+                                                                       out.usage.completion_tokens))

@@ -79,7 +79,8 @@ def data_sha256(name: str) -> str:
   return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _read_jsonl(path) -> list[dict]:
+def _read_jsonl(path) -> list[tuple[int, dict]]:
+  """(line number, row) for every non-blank line: errors name the line an editor shows."""
   if not path.exists():
     raise DataError(f"benchmark file missing: {path}")
   opener = gzip.open if path.suffix == ".gz" else open
@@ -89,9 +90,12 @@ def _read_jsonl(path) -> list[dict]:
       if not line.strip():
         continue
       try:
-        rows.append(json.loads(line))
+        row = json.loads(line)
       except json.JSONDecodeError as e:
         raise DataError(f"{path}:{lineno}: malformed JSON ({e.msg})") from None
+      if not isinstance(row, dict):
+        raise DataError(f"{path}:{lineno}: a row must be a JSON object, got {type(row).__name__}")
+      rows.append((lineno, row))
   return rows
 
 
@@ -99,6 +103,30 @@ def _require(row: dict, keys: tuple[str, ...], where: str) -> None:
   missing = [k for k in keys if k not in row]
   if missing:
     raise DataError(f"{where}: row lacks {', '.join(missing)}")
+
+
+def _text(row: dict, key: str, where: str) -> str:
+  """row[key] as a non-empty string: a null answer must not load as the string "None"."""
+  value = row[key]
+  if not isinstance(value, str):
+    raise DataError(f"{where}: {key} must be a string, got {type(value).__name__} ({value!r:.60})")
+  if not value.strip():
+    raise DataError(f"{where}: {key} is empty")
+  return value
+
+
+# MMLU-Redux 1.0 rows whose options repeat one another: four marked `ok` by the annotators (their
+# gold option is not one of the repeats), one flagged `multiple_correct_answers` (out of every split).
+# Vendored byte-identical, so they are allowed here by id and exact options and flagged in meta
+# (`duplicate_options`); any other repeat is a DataError.
+KNOWN_DUPLICATE_OPTIONS = {
+    "business_ethics/22": ("Employee rights", "Employee rights", "Employer duties", "Employee duties"),
+    "electrical_engineering/74": ("0.015 joule.", "0.15 joule.", "0.015 joule.", "1.15 joule."),
+    "high_school_macroeconomics/25": ("Increase \xa0\xa0\xa0 Increase", "No change \xa0\xa0\xa0 No change",
+                                      "Increase \xa0\xa0\xa0 No change", "Increase \xa0\xa0\xa0 Increase"),
+    "high_school_physics/54": ("0.16 N", "0.16 N", "0.32 N", "0.36 N"),
+    "public_relations/36": ("proactive", "reactive", "manipulative", "manipulative"),
+}
 
 
 def format_mmlu_question(stem: str, choices: list[str]) -> str:
@@ -109,19 +137,27 @@ def format_mmlu_question(stem: str, choices: list[str]) -> str:
 
 def parse_mmlu_row(row: dict, where: str) -> Item:
   _require(row, ("subject", "index_in_subject", "question", "choices", "answer", "error_type"), where)
+  stem = _text(row, "question", where)
+  item_id = f"{row['subject']}/{row['index_in_subject']}"
   choices = row["choices"]
   if not isinstance(choices, list) or len(choices) != 4:
-    raise DataError(f"{where}: expected 4 choices, got {choices!r}")
+    raise DataError(f"{where}: expected 4 choices, got {choices!r:.200}")
+  for i, c in enumerate(choices):
+    if not isinstance(c, str) or not c.strip():
+      raise DataError(f"{where}: choice {LETTERS[i]} must be a non-empty string, got {c!r:.60}")
+  duplicate = len({c.strip() for c in choices}) != 4
+  if duplicate and KNOWN_DUPLICATE_OPTIONS.get(item_id) != tuple(choices):
+    raise DataError(f"{where}: the 4 choices are not distinct: {choices!r:.200}")
   ans = row["answer"]
-  if not isinstance(ans, int) or not 0 <= ans < 4:
-    raise DataError(f"{where}: answer must be 0-3, got {ans!r}")
+  if type(ans) is not int or not 0 <= ans < 4:
+    raise DataError(f"{where}: answer must be an integer 0-3, got {ans!r:.60}")
   return Item(
       benchmark="mmlu_redux",
-      id=f"{row['subject']}/{row['index_in_subject']}",
-      question=format_mmlu_question(row["question"], choices),
+      id=item_id,
+      question=format_mmlu_question(stem, choices),
       answer=LETTERS[ans],
       meta={"subject": row["subject"], "error_type": row["error_type"],
-            "stem": row["question"], "choices": list(choices)},
+            "stem": stem, "choices": list(choices), "duplicate_options": duplicate},
   )
 
 
@@ -129,9 +165,9 @@ def parse_math_row(row: dict, where: str) -> Item:
   _require(row, ("problem", "answer", "subject", "level", "unique_id"), where)
   return Item(
       benchmark="math",
-      id=row["unique_id"],
-      question=row["problem"],
-      answer=str(row["answer"]),
+      id=_text(row, "unique_id", where),
+      question=_text(row, "problem", where),
+      answer=_text(row, "answer", where),
       meta={"subject": row["subject"], "level": int(row["level"]), "solution": row.get("solution", "")},
   )
 
@@ -139,14 +175,20 @@ def parse_math_row(row: dict, where: str) -> Item:
 def parse_humaneval_row(row: dict, where: str) -> Item:
   _require(row, ("task_id", "prompt", "entry_point", "canonical_solution", "test",
                  "base_input", "plus_input", "atol"), where)
+  for key in ("base_input", "plus_input"):
+    if not isinstance(row[key], list):
+      raise DataError(f"{where}: {key} must be a list of argument lists, got {type(row[key]).__name__}")
+  atol = row["atol"]
+  if atol is not None and (type(atol) not in (int, float) or atol < 0):
+    raise DataError(f"{where}: atol must be a number >= 0, got {atol!r:.60}")
   return Item(
       benchmark="humaneval_plus",
-      id=row["task_id"],
-      question=row["prompt"],
-      answer=row["canonical_solution"],
-      meta={"entry_point": row["entry_point"], "test": row["test"],
+      id=_text(row, "task_id", where),
+      question=_text(row, "prompt", where),
+      answer=_text(row, "canonical_solution", where),
+      meta={"entry_point": _text(row, "entry_point", where), "test": row["test"],
             "base_input": row["base_input"], "plus_input": row["plus_input"],
-            "atol": row["atol"], "contract": row.get("contract", "")},
+            "atol": atol, "contract": row.get("contract", "")},
   )
 
 
@@ -159,7 +201,7 @@ def load_items(name: str) -> tuple[Item, ...]:
   check_benchmark(name)
   path = BENCHMARK_DATA_DIR / DATA_FILES[name]
   parse = _PARSERS[name]
-  items = tuple(parse(row, f"{path.name}:{i + 1}") for i, row in enumerate(_read_jsonl(path)))
+  items = tuple(parse(row, f"{path.name}:{lineno}") for lineno, row in _read_jsonl(path))
   ids = [it.id for it in items]
   if len(set(ids)) != len(ids):
     raise DataError(f"{path}: duplicate item ids")

@@ -51,24 +51,57 @@ class GradingError(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 # MMLU: letter extraction.
 
-# Markdown emphasis and LaTeX wrappers that models put around a letter.
-_BOLD_LETTER = re.compile(r"\*\*\s*\(?([A-D])\)?(?:[.:)]\s*[^*\n]*)?\s*\*\*")
-# An explicit statement: "answer is (B)", "Answer: B", "correct option is C", "final choice: d".
-_ANSWER_STATEMENT = re.compile(
-    r"(?:\banswer\b(?:\s+to\s+(?:this|the)\s+question)?"
-    r"(?:\s+(?:is|would\s+be|should\s+be|must\s+be))?"
-    r"|\bcorrect\s+(?:option|choice|letter)(?:\s+is)?"
-    r"|\b(?:final|best)\s+(?:option|choice)(?:\s+is)?"
-    r"|\bi\s+(?:choose|pick|select))"
-    r"\s*(?:[:=\-]\s*)?(?:(?:option|choice|letter)\s*)?[:\-]?\s*"
-    r"[(\[{]?\s*(?:\\text\{\s*)?([A-Da-d])(?![A-Za-z0-9_])",
-    re.IGNORECASE)
+# The letter itself, after optional brackets and LaTeX text wrappers: "(B)", "[B]", "\text{B}", "B".
+_LETTER = (r"[(\[{]?\s*(?:\\(?:text|textbf|mathrm|mathbf)\s*\{\s*)?\(?([A-Da-d])\)?"
+           r"(?![A-Za-z0-9_])")
+# After an answer cue: adverbs and the words option/choice/letter before the letter.
+_CUE_TAIL = r"\s*(?:(?:probably|likely|clearly|definitely|therefore|thus|then)\s+)?[:\-]?\s*" \
+            r"(?:(?:option|choice|letter)\s*)?[:\-]?\s*"
+
 _BOXED_LETTER = re.compile(
-    r"\\(?:boxed|fbox)\s*\{\s*(?:\\text(?:bf)?\{\s*)?\(?([A-Da-d])\)?(?:[.:)][^{}]*)?\s*\}?\s*\}")
+    r"\\(?:boxed|fbox)\s*\{\s*(?:\\text(?:bf)?\s*\{\s*)?\(?([A-Da-d])\)?(?:[.:)][^{}]*)?\s*\}?\s*\}")
+# Explicit final statements: "final answer: B", "The final answer to this question is (B)", an
+# "Answer: B" label opening a line, a JSON or XML answer field.
+_FINAL_STATEMENT = re.compile(
+    r"\bfinal\s+(?:answer|choice|option|selection)\b(?:\s+to\s+(?:this|the)\s+question)?"
+    r"\s*(?:is\b|[:=])?" + _CUE_TAIL + _LETTER, re.IGNORECASE)
+_ANSWER_LABEL = re.compile(
+    r"^[ \t>#]*(?:(?:correct|final|my|best)\s+)?answer\s*[:\-]" + _CUE_TAIL + _LETTER,
+    re.IGNORECASE | re.MULTILINE)
+_JSON_ANSWER = re.compile(
+    r"[\"'](?:final_?answer|answer|choice|option|letter)[\"']\s*:\s*[\"']\s*\(?([A-Da-d])\)?"
+    r"(?:[.:)\s][^\"'\n]*)?[\"']", re.IGNORECASE)
+_XML_ANSWER = re.compile(r"<answer>\s*\(?([A-Da-d])\)?(?:[.:)\s][^<]*)?</answer>", re.IGNORECASE)
+# Answer statements: "The answer is (B)", "correct option is C", "I choose C", "Option D is
+# correct", "Therefore, D.", "**B**". Mentions ("Answer choice A is incorrect", "(A) and then
+# B") are not statements: they lack the copula, or a negative remark follows the letter.
+_ANSWER_STATEMENT = re.compile(
+    r"(?:\banswer\b(?:\s+to\s+(?:this|the)\s+question)?\s*(?:is\b|would\s+be|should\s+be|must\s+be|[:=])"
+    r"|\b(?:correct|right|best|true)\s+(?:answer|option|choice|letter|response)(?:\s+(?:choice|option))?"
+    r"\s*(?:is\b|would\s+be|[:=])"
+    r"|\bi\s+(?:would\s+|will\s+)?(?:choose|pick|select|go\s+with)\b)" + _CUE_TAIL + _LETTER,
+    re.IGNORECASE)
+_IS_CORRECT = re.compile(
+    r"(?:\b(?:option|choice|answer)\s+[(\[]?([A-Da-d])[)\]]?|[(\[]([A-D])[)\]]|\b([A-D]))"
+    r"\s+is\s+(?:the\s+)?(?:correct|right|best|true)\b(?!\s+(?:only|if|when|for))", re.IGNORECASE)
+_CONCLUSION = re.compile(
+    r"\b(?:therefore|thus|hence|so|consequently|accordingly)\b\s*,?\s*"
+    r"(?:the\s+(?:correct\s+|best\s+|right\s+)?(?:answer|option|choice)\s+(?:is\b)?\s*:?\s*)?"
+    r"(?:(?:option|choice)\s+)?[(\[]?([A-Da-d])[)\]]?(?=\s*(?:[.,;:!)\]]|$)|\s+is\b)", re.IGNORECASE)
+_BOLD_LETTER = re.compile(r"\*\*\s*\(?([A-D])\)?(?:[.:)]\s*[^*\n]*)?\s*\*\*")
+# What follows a letter that is being discussed, not chosen: "A is incorrect", "B can be ruled out".
+_NEGATIVE_REMARK = re.compile(
+    r"\s+(?:(?:is|are|was|seems|appears|would\s+be)\s+(?:(?:also|clearly|definitely)\s+)?"
+    r"(?:not\b|incorrect|wrong|false|invalid|unlikely|implausible|a\s+distractor|ruled\s+out|eliminated)"
+    r"|(?:can|could|should|must)\s+(?:also\s+)?(?:be\s+)?(?:ruled|eliminated|excluded|discarded|dismissed)"
+    r"|(?:does\s+not|doesn't|cannot|can't|isn't|fails)\b)", re.IGNORECASE)
 # A line that is only a letter: "B", "(B)", "B.", "[B]", "Option B".
 _BARE_LINE = re.compile(r"^\s*(?:option\s+|choice\s+)?[(\[]?([A-D])[)\]]?[.:]?\s*$", re.IGNORECASE)
 # A line that starts with a letter and its option text: "B. Niacin", "(B) Niacin", "B) Niacin".
 _LEAD_LINE = re.compile(r"^\s*(?:\(([A-D])\)|([A-D])[.):])\s+\S")
+# Words that announce the answer in a last line naming an option by its text ("So it must be X").
+_TEXT_CUE = re.compile(r"\b(?:answer|correct|therefore|thus|hence|so|must\s+be|would\s+be|should\s+be"
+                       r"|i\s+(?:would\s+)?(?:choose|pick|select|go\s+with))\b", re.IGNORECASE)
 
 
 def _lowercase_ok(text: str, end: int) -> bool:
@@ -77,44 +110,92 @@ def _lowercase_ok(text: str, end: int) -> bool:
 
 
 def _strip_markup(text: str) -> str:
-  """Blank out markdown emphasis, keeping every character's position (so matches found in
-  the stripped text and in the raw text can be ordered together)."""
-  return text.replace("**", "  ").replace("__", "  ").replace("`", " ")
+  """Blank out markdown emphasis, code ticks and `$`, keeping every character's position (so
+  matches found in the stripped text and in the raw text can be ordered together)."""
+  return text.replace("**", "  ").replace("__", "  ").replace("`", " ").replace("$", " ")
+
+
+def _letters(pattern: re.Pattern, text: str, *, remarks: bool = True) -> list[tuple[int, str]]:
+  """(position, letter) of every match of `pattern`, minus lower-case letters followed by a word
+  and, with `remarks`, letters followed by a negative remark."""
+  found = []
+  for m in pattern.finditer(text):
+    group = next(g for g in range(1, (m.lastindex or 0) + 1) if m.group(g))
+    letter, end = m.group(group), m.end(group)
+    if letter.islower() and not _lowercase_ok(text, end):
+      continue
+    if remarks:
+      # "(A) is wrong": past the closing bracket. "D) cannot pay...": option text, not a remark.
+      after = end + 1 if m.start(group) > 0 and text[m.start(group) - 1] in "([" and text[end:end + 1] in ")]" \
+          else end
+      if _NEGATIVE_REMARK.match(text, after):
+        continue
+    found.append((m.start(), letter.upper()))
+  return found
+
+
+def _named_option(line: str, options: Sequence[str]) -> str | None:
+  """The one option whose text the answer cue in `line` is followed by, as a whole word (short
+  texts such as "In" or "Io" only in their own case), or None."""
+  cue = None
+  for cue in _TEXT_CUE.finditer(line):
+    pass
+  if cue is None:
+    return None
+  tail = line[cue.end():]
+  hits = []
+  for i, opt in enumerate(options[:4]):
+    opt = str(opt).strip().rstrip(".")
+    if not opt:
+      continue
+    flags = 0 if len(opt) <= 3 else re.IGNORECASE
+    if re.search(rf"(?<![A-Za-z0-9]){re.escape(opt)}(?![A-Za-z0-9])", tail, flags):
+      hits.append((i, opt))
+  # "Epilepsy" inside a matched "Epilepsy and narcolepsy" is the longer option's, not its own.
+  hits = [(i, o) for i, o in hits if not any(o != p and o.lower() in p.lower() for _, p in hits)]
+  return LETTERS[hits[0][0]] if len(hits) == 1 else None
 
 
 def extract_mmlu_letter(text: str | None, options: Sequence[str] | None = None) -> str | None:
   """The option letter (A-D) a model's answer commits to, or None.
 
-  Preference, highest first: the last explicit answer statement ("The answer is (B)",
-  "Answer: b", "\\boxed{B}", "**B**"), then the last line that is only a letter ("(C)"),
-  then the last line that starts with one option ("B. Niacin", ignored when the model merely
-  lists all options), then, if `options` are given, an option text quoted in the last line.
-  Models restate the question and argue about several options before committing, so the
-  last commitment wins over the first mention.
+  Tiers of evidence, strongest first; within a tier the last match wins (models argue about
+  several options before committing, and correct themselves):
+    1. a boxed letter: `\\boxed{B}`, `\\boxed{\\text{B}}`;
+    2. an explicit final statement: "Final Answer: B", "The final answer is (B)", an "Answer: B"
+       label opening a line, a JSON (`{"answer": "C"}`, fenced or pretty-printed) or XML answer;
+    3. an answer statement: "The answer is (B)", "correct option is C", "I choose C", "Option D is
+       correct", "B is the correct answer", "Therefore, D.", "**B**";
+    4. the last line that is only a letter ("(C)");
+    5. the last line that starts with one option ("B. Niacin"; ignored when the text lists three
+       or more options, i.e. restates the question);
+    6. with `options`, the one option text named after an answer cue in the last line ("So it
+       must be narcolepsy."), as a whole word.
+  A letter followed by a negative remark ("Answer choice A is incorrect", "B can be ruled out")
+  is a mention, not a statement, so remarks after a conclusion never override it. Lower-case
+  letters count only when nothing word-like follows ("the answer is a bit..." is not A).
 
   Args:
     text: the model's full output.
-    options: the option texts in A-D order, to map "The answer is Niacin" to a letter.
+    options: the option texts in A-D order.
 
   Returns:
     An upper-case letter in "ABCD", or None when the text commits to none.
   """
   if not text:
     return None
-  explicit: list[tuple[int, str]] = []
-  for m in _BOXED_LETTER.finditer(text):
-    explicit.append((m.start(), m.group(1).upper()))
-  for m in _BOLD_LETTER.finditer(text):
-    explicit.append((m.start(), m.group(1)))
   plain = _strip_markup(text)
-  for m in _ANSWER_STATEMENT.finditer(plain):
-    letter = m.group(1)
-    if letter.islower() and not _lowercase_ok(plain, m.end(1)):
-      continue
-    explicit.append((m.start(), letter.upper()))
-  if explicit:
-    return max(explicit)[1]
-
+  tiers = (
+      lambda: _letters(_BOXED_LETTER, text, remarks=False),
+      lambda: (_letters(_FINAL_STATEMENT, plain) + _letters(_ANSWER_LABEL, plain)
+               + _letters(_JSON_ANSWER, text) + _letters(_XML_ANSWER, text)),
+      lambda: (_letters(_ANSWER_STATEMENT, plain) + _letters(_IS_CORRECT, plain, remarks=False)
+               + _letters(_CONCLUSION, plain) + _letters(_BOLD_LETTER, text)),
+  )
+  for tier in tiers:
+    found = tier()
+    if found:
+      return max(found)[1]
   lines = [ln for ln in plain.splitlines() if ln.strip()]
   for line in reversed(lines):
     m = _BARE_LINE.match(line)
@@ -124,11 +205,7 @@ def extract_mmlu_letter(text: str | None, options: Sequence[str] | None = None) 
   if leads and len(set(leads)) < 3:
     return leads[-1]
   if options and lines and not _LEAD_LINE.match(lines[-1]):
-    last = lines[-1].lower()
-    hits = [LETTERS[i] for i, opt in enumerate(options[:4])
-            if str(opt).strip() and str(opt).strip().lower() in last]
-    if len(hits) == 1:
-      return hits[0]
+    return _named_option(lines[-1], options)
   return None
 
 
@@ -136,8 +213,6 @@ def extract_mmlu_letter(text: str | None, options: Sequence[str] | None = None) 
 # MATH: answer extraction.
 
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\b")
-_FINAL_ANSWER = re.compile(
-    r"(?:final\s+answer\s*(?:is|:)|\banswer\s*(?:is|:))\s*:?\s*(.+)", re.IGNORECASE)
 
 
 def _balanced_group(text: str, start: int) -> tuple[str, int] | None:
@@ -179,42 +254,94 @@ def last_boxed(text: str) -> str | None:
   return None
 
 
-def _clean_final_answer(raw: str) -> str | None:
-  s = raw.strip()
-  s = re.split(r"\.\s+I hope|\s+I hope", s)[0].strip()
-  if s.startswith("$"):
-    inner = re.match(r"\$+((?:\\\$|[^$])+)\$+", s)  # an escaped \$ is money, not math mode
-    if inner:
-      s = inner.group(1)
-  s = s.strip()
-  s = re.sub(r"^\$+", "", s)
-  s = re.sub(r"(?<!\\)\$+$", "", s).strip()
-  s = re.sub(r"[.\s]+$", "", s)
-  return s or None
+def _math_span(text: str, start: int) -> str | None:
+  """The math at text[start] if a delimiter opens there ($...$, $$...$$, \\[...\\], \\(...\\)),
+  spanning line breaks (a matrix or a long expression often does), else None."""
+  for opener, closer in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$")):
+    if text.startswith(opener, start):
+      i = start + len(opener)
+      while i < len(text) and i - start < 4000:
+        if text[i] == "\\" and not text.startswith(closer, i):
+          i += 2  # an escaped character (`\$` is money, not the end of math mode)
+          continue
+        if text.startswith(closer, i):
+          return text[start + len(opener):i].strip()
+        i += 1
+      return None
+  return None
+
+
+# After an answer cue: filler words before the answer itself.
+_FILLER = re.compile(r"(?:\*\*|[ \t:=]|\b(?:therefore|thus|then|simply|just|exactly|indeed|given\s+by)\b)*",
+                     re.IGNORECASE)
+# Where a plain-text answer ends: a reason ("X, since ...", "X because ..."), a new sentence.
+_ANSWER_END = re.compile(r"\s*[,;]?\s+(?:since|because|as|which|so|where|given|i\.e\.|hence|thus)\b"
+                         r"|\.\s+(?=\S)|\.\s*$|[,;]\s*$|\s+I\s+hope\b|\*\*")
+_FINAL_CUE = re.compile(r"\bfinal\s+answer\b(?:\s+(?:to|for)\s+(?:this|the)\s+(?:problem|question))?"
+                        r"\s*(?:is\b|[:=])?", re.IGNORECASE)
+_ANSWER_CUE = re.compile(r"\banswer\b(?:\s+(?:to|for)\s+(?:this|the)\s+(?:problem|question))?"
+                         r"(?:\s*(?:is\b|[:=])|(?=[ \t]*(?:\$|\\\[|\\\()))", re.IGNORECASE)
+
+
+def _answer_after(text: str, pos: int) -> str | None:
+  """The answer stated right after an answer cue ending at `pos`, or None.
+
+  Math in delimiters is taken whole (line breaks included); plain text runs to the end of its
+  line, cut before a reason or the next sentence ("The answer is 12, since ..." -> "12"). An
+  answer on the next line counts only in math delimiters (a "Final Answer" heading before
+  prose is no answer).
+  """
+  i = _FILLER.match(text, pos).end()
+  if i < len(text) and text[i] == "\n":
+    j = len(text[i:]) - len(text[i:].lstrip()) + i
+    if _math_span(text, j) is None:
+      return None
+    i = j
+  span = _math_span(text, i)
+  if span is None and text.startswith("\\boxed", i):
+    return None  # an unclosed box is no answer
+  if span is None:
+    line = text[i:].split("\n", 1)[0]
+    end = _ANSWER_END.search(line)
+    span = line[:end.start()] if end else line
+    # "... is approximately $5$": math that opens inside the answer's own words.
+    dollar = re.search(r"(?<!\\)\$", span)
+    if dollar is not None:
+      span = _math_span(text, i + dollar.start()) or span
+  span = span.replace("**", "").strip()
+  span = re.sub(r"[.\s]+$", "", span)
+  if not span or re.match(r"(?:not|no|unknown|unclear|undefined)\b", span, re.IGNORECASE):
+    return None
+  return span
+
+
+def _last_statement(pattern: re.Pattern, text: str) -> str | None:
+  for m in reversed(list(pattern.finditer(text))):
+    answer = _answer_after(text, m.end())
+    if answer is not None:
+      return answer
+  return None
 
 
 def extract_math_answer(text: str | None) -> str | None:
   """The final answer of a MATH solution, as a LaTeX string, or None.
 
-  The last closed `\\boxed{...}` (or `\\fbox{...}`) wins, nested braces included: that is the
-  format the prompts ask for and that MATH solutions use. Without one, the last
-  "final answer is ..." / "answer: ..." line is used (Minerva style "The final answer is $5$.
-  I hope it is correct." included).
+  Evidence, strongest first:
+    1. the last closed `\\boxed{...}` (or `\\fbox{...}`), nested braces included: the format the
+       prompts ask for and that MATH solutions use;
+    2. the last explicit final answer statement: "Final Answer: X", "**Final Answer: X**",
+       "**Final Answer:** $X$", Minerva's "The final answer is $X$. I hope it is correct.", a
+       "Final Answer" heading followed by display math;
+    3. the last answer statement: "The answer is X, since ...", "Answer: $X$".
+  Math in delimiters is taken whole, across line breaks; plain text is cut before a reason or the
+  next sentence. A statement whose answer is "not ..." is skipped.
   """
   if not text:
     return None
   boxed = last_boxed(text)
   if boxed is not None:
     return boxed or None
-  matches = list(_FINAL_ANSWER.finditer(text))
-  for m in reversed(matches):
-    raw = m.group(1)
-    while (inner := _FINAL_ANSWER.search(raw)) is not None:  # "Final Answer: The final answer is $5$"
-      raw = inner.group(1)
-    cleaned = _clean_final_answer(raw)
-    if cleaned:
-      return cleaned
-  return None
+  return _last_statement(_FINAL_CUE, text) or _last_statement(_ANSWER_CUE, text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,14 +535,45 @@ def _base_numeral(normalized: str) -> tuple[str, str | None] | None:
   return None
 
 
+# `\text {x}` (a space before the brace) is legal LaTeX that math-verify does not parse.
+_SPACED_TEXT = re.compile(r"\\(text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s+\{")
+# A trailing percent sign or word: "7.2\%", "7.2%", "7.2 percent", "7.2\text{ percent}".
+_PERCENT = re.compile(r"\s*(?:\\%|%|\\(?:text|mbox|mathrm)\{\s*(?:percent|\\%)\s*\}|\bpercent\b)\s*$")
+
+
+def _comparable(answer: str) -> tuple[str, bool]:
+  r"""The answer with `\text {` respaced and a trailing percent removed, and whether one was.
+
+  MATH golds and model answers write percentages either way ("7.2\%" and "7.2"); math-verify
+  treats some as equal (10\% and 10) and not others (7.2\% and 7.2), so both sides drop it.
+  """
+  s = _SPACED_TEXT.sub(r"\\\1{", answer.strip())
+  stripped = _PERCENT.sub("", s)
+  return (stripped, True) if stripped and stripped != s else (s, False)
+
+
 @functools.lru_cache(maxsize=65536)
 def math_equivalent(gold: str, pred: str) -> tuple[bool, str]:
-  """Whether a predicted MATH answer equals the gold one, and why.
+  r"""Whether a predicted MATH answer equals the gold one, and why.
 
   A normalised-string match answers most cases in microseconds; numerals in another base
   (`52_8`) compare digit by digit (the base may be omitted in the prediction); the rest go to
   math-verify (symbolic and numeric equivalence, sets, intervals, tuples) in the worker process.
+  Percent signs and `\text {...}` spacing are equivalent both ways (`_comparable`); where a
+  percent sign was dropped, math-verify also sees the answers as written (7.2\% = 0.072).
   """
+  raw_gold, raw_pred = gold, pred
+  (gold, gold_pct), (pred, pred_pct) = _comparable(gold), _comparable(pred)
+  ok, detail = _equivalent(gold, pred)
+  if not ok and (gold_pct or pred_pct) and len(raw_pred) <= 2000:
+    as_written = _SYMBOLIC.equivalent(_SPACED_TEXT.sub(r"\\\1{", raw_gold),
+                                      _SPACED_TEXT.sub(r"\\\1{", raw_pred))
+    if as_written[0]:
+      return as_written
+  return ok, detail
+
+
+def _equivalent(gold: str, pred: str) -> tuple[bool, str]:
   gold_norm, pred_norm = normalize_math(gold), normalize_math(pred)
   if gold_norm == pred_norm:
     return True, "string match"

@@ -1,51 +1,79 @@
-"""HumanEval+ grading in a sandboxed child process (EvalPlus semantics, asyncio driven).
+"""HumanEval+ grading: untrusted programs run isolated; the verdict is made outside, by the parent.
 
-One child process per candidate runs everything for that candidate (the dataset's
-`check(candidate)`, then every base and plus input), so grading costs one interpreter start,
-not one per input. The child (`_sandbox_child.py`, run as `python -I`) sets its own rlimits
-(CPU seconds, address space, file size), hides its stdout/stderr, applies an EvalPlus-style
-reliability guard and reports one result line carrying a one-time token. The parent adds what
-the child cannot enforce on itself: a temporary working directory deleted afterwards, a new
-session whose whole process group is killed (on wall timeout and after every run, which stops
-what a fork bomb leaves behind even as root, where RLIMIT_NPROC does not apply), and a size
-cap on what it reads back.
+Two guarantees, kept apart on purpose:
 
-Expected outputs for the base and plus inputs come from running the canonical solution the
-same way (not from the dataset, which ships inputs only), with per-input times that set the
-candidate's per-input limits as EvalPlus does: max(MIN_TIME_LIMIT_S, 4 x canonical time).
-They are cached on disk under `paths.cache_dir()`, keyed by task id and the data file's
-sha256; grades are cached by sha256 of (task id, code, data sha256, harness version).
+* **The verdict cannot be forged.** The child (`_sandbox_child.py`) runs the program and reports
+  only the function's outputs for the task's base and plus inputs, one JSON line each. It never
+  receives the expected outputs (nor the dataset's `check()`, whose source holds expected values);
+  the parent compares every reported output with the canonical solution's, EvalPlus style
+  (exact `==` on plain values, `np.allclose(rtol=1e-7, atol)` for floats, any root for
+  `find_zero`). So whatever a program does to its own process (walking the frames to the
+  reporting code, patching the encoder, writing to the result pipe, returning an object whose
+  `__eq__` says yes) it can only report values it computed. The report is decoded as plain JSON
+  (never unpickled) and read with a per-line size cap.
+* **Isolation** (`isolation()`): each program runs under bubblewrap in new user, pid, network, IPC,
+  UTS and mount namespaces: a read-only root that holds only /usr and the Python installation (not
+  this repository, its data or the caches: no answer key is readable), a private size-capped tmpfs
+  at /tmp as the only writable place, uid 65534 without capabilities, `--die-with-parent`, and a
+  pid namespace whose end kills every process the program started, including ones that left the
+  session through libc. The rlimits (CPU, address space, file size) are the child's own. Where
+  bubblewrap cannot run, programs run as before (a fresh process group in a temporary working
+  directory, killed after every run) with one clear warning; the mode is in every result's
+  provenance (`experiment/provenance.py`).
+
+Expected outputs and per-input times come from running the canonical solution the same way
+(cached on disk under `paths.cache_dir()` as JSON, keyed by task id, data sha256 and harness
+version). A candidate's per-input limit is max(MIN_TIME_LIMIT_S, 4 x canonical time) as in EvalPlus.
+Grades are cached by sha256 of (task id, code, data sha256, harness version, isolation mode).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
+import logging
+import math
 import os
 import pathlib
 import pickle
-import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import weakref
 
+from hieramas_jax.benchmarks import _sandbox_child as child
 from hieramas_jax.benchmarks.data import Item, data_sha256
 from hieramas_jax.benchmarks.graders import Grade, extract_code
 from hieramas_jax.fileio import atomic_write_bytes
-from hieramas_jax.paths import cache_dir
+from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
-CHILD_SCRIPT = pathlib.Path(__file__).with_name("_sandbox_child.py")
+log = logging.getLogger(__name__)
+
+CHILD_SCRIPT = pathlib.Path(child.__file__)
+# Passed with `python -I -c`: inside bubblewrap the child's file is not visible (nor is the repo).
+CHILD_SOURCE = CHILD_SCRIPT.read_text(encoding="utf-8")
 
 # Bump when the harness or the comparison changes: old cached grades become stale.
-HARNESS_VERSION = "3"
+HARNESS_VERSION = "4"
 
 # EvalPlus defaults (evalplus/config.py): per-input limit = max(1 s, 4 x canonical time).
 MIN_TIME_LIMIT_S = 1.0
 TIME_LIMIT_FACTOR = 4.0
+
+# `HIERAMAS_SANDBOX`: "auto" (bubblewrap where it runs, else the fallback with a warning),
+# "bwrap" (bubblewrap or a SandboxError), "fallback" (no bubblewrap, no warning: asked for).
+SANDBOX_ENV = "HIERAMAS_SANDBOX"
+SANDBOX_UID = 65534  # "nobody"
+# After the child exits, how long a pipe still held open (by an escaped process in the fallback
+# mode) may keep the parent reading.
+_EXIT_GRACE_S = 1.0
 
 
 class SandboxError(RuntimeError):
@@ -62,38 +90,236 @@ class SandboxLimits:
     memory_bytes: RLIMIT_AS (and RLIMIT_DATA): a 50 GB allocation fails at once with
       MemoryError instead of swapping the machine.
     fsize_bytes: RLIMIT_FSIZE: largest file the child may write.
-    output_cap_bytes: most bytes of the child's stdout the parent keeps (the rest is read and
-      dropped, so a flood can neither block the child nor fill the parent's memory).
+    tmp_bytes: size of the private tmpfs at /tmp (bubblewrap mode): all files together.
+    output_cap_bytes: longest report line the parent accepts (the line is one output; a larger
+      output travels as a digest, floats excepted).
     load_s: time limit for running the program's top level (imports, definitions).
-    check_s: least time limit for the dataset's `check(candidate)`; the limit used is the
-      larger of this and 4 x the canonical solution's time.
+    check_s: time limit of the dataset's `check()` (canonical solution only).
   """
 
   wall_s: float = 60.0
   cpu_s: int = 60
   memory_bytes: int = 4 << 30
   fsize_bytes: int = 16 << 20
+  tmp_bytes: int = 64 << 20
   output_cap_bytes: int = 1 << 20
   load_s: float = 5.0
-  check_s: float = 2.0
+  check_s: float = 120.0
 
 
 DEFAULT_LIMITS = SandboxLimits()
 # Slower in wall time only because the machine may be loaded when expected outputs are made.
-# The canonical run also writes every output to a file (some are megabytes).
-CANONICAL_LIMITS = SandboxLimits(wall_s=300.0, cpu_s=300, fsize_bytes=1 << 30, load_s=60.0,
-                                 check_s=120.0)
+CANONICAL_LIMITS = SandboxLimits(wall_s=300.0, cpu_s=300, load_s=60.0, output_cap_bytes=64 << 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# Isolation: how a child process is started.
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation:
+  """How programs are run.
+
+  Attributes:
+    mode: "bwrap" (bubblewrap namespaces) or "fallback" (process group and temp dir only).
+    detail: how (the uid mapping) or why not (bubblewrap's error).
+    argv: the bubblewrap command line up to and including `--` (empty in the fallback).
+    host_uid: the host uid the program's process has (None: this process's own uid).
+  """
+
+  mode: str
+  detail: str
+  argv: tuple[str, ...] = ()
+  host_uid: int | None = None
+
+  def provenance(self) -> dict[str, str | int | None]:
+    return {"mode": self.mode, "detail": self.detail,
+            "host_uid": os.geteuid() if self.host_uid is None else self.host_uid}
+
+  def spawn_kwargs(self) -> dict:
+    if self.host_uid is None:
+      return {}
+    return {"user": self.host_uid, "group": self.host_uid, "extra_groups": []}
+
+
+def _under(path: str, root: str) -> bool:
+  return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _mount_plan() -> list[str]:
+  """bubblewrap mount options: /usr and the interpreter's trees read-only, nothing of the suite.
+
+  Top-level /bin, /lib... are recreated as the symlinks they are on merged-/usr systems (bound
+  read-only where they are real directories). The interpreter's prefix, base prefix and real
+  executable directory are bound at their own paths, so a venv's symlinks resolve. If one of them
+  contains this repository, the package or the cache (a venv holding a non-editable install, a
+  prefix above the checkout), an empty tmpfs hides those: the canonical solutions and the
+  expected outputs must never be readable from inside.
+  """
+  opts = ["--ro-bind", "/usr", "/usr"]
+  for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+    if os.path.islink(top):
+      opts += ["--symlink", os.readlink(top), top]
+    elif os.path.isdir(top):
+      opts += ["--ro-bind", top, top]
+  roots: list[str] = []
+  for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+            os.path.dirname(os.path.realpath(sys.executable))):
+    for q in {os.path.abspath(p), os.path.realpath(p)}:
+      if q == "/":
+        raise SandboxError("the Python installation lives at / itself; it cannot be bound alone")
+      if not _under(q, "/usr") and not any(_under(q, r) for r in roots):
+        roots = [r for r in roots if not _under(r, q)] + [q]
+  for r in sorted(roots):
+    opts += ["--ro-bind", r, r]
+  hidden = sorted({os.path.realpath(p) for p in (REPO_DIR, PACKAGE_DIR, cache_dir())})
+  for h in hidden:
+    if any(_under(h, r) for r in roots + ["/usr"]):
+      opts += ["--size", "4096", "--tmpfs", h, "--remount-ro", h]
+  return opts
+
+
+def bwrap_argv(bwrap: str, *, disable_userns: bool = True, tmp_bytes: int = DEFAULT_LIMITS.tmp_bytes
+               ) -> list[str]:
+  """The bubblewrap command line up to `--` (the program follows it)."""
+  argv = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+          "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+  if disable_userns:  # no nested user namespace: the kernel surface it opens stays closed
+    argv.append("--disable-userns")
+  argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+  argv += _mount_plan()
+  # /dev read-only too (its device nodes still work): /tmp is the one writable place.
+  argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--size", str(int(tmp_bytes)),
+           "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+  for key, value in _child_env("/tmp").items():
+    argv += ["--setenv", key, value]
+  return argv + ["--"]
+
+
+def _child_env(workdir: str) -> dict[str, str]:
+  return {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "OMP_NUM_THREADS": "1",
+          "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+          "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+_PROBE = "import sys; sys.stdout.write('sandbox ok')"
+
+
+def _probe(argv: list[str], kwargs: dict) -> str | None:
+  """None if bubblewrap runs the interpreter with these options, else why not."""
+  try:
+    proc = subprocess.run(argv + [sys.executable, "-I", "-c", _PROBE], capture_output=True,
+                          timeout=60, check=False, stdin=subprocess.DEVNULL, **kwargs)
+  except (OSError, subprocess.SubprocessError) as e:
+    return f"{type(e).__name__}: {e}"
+  if proc.returncode == 0 and proc.stdout == b"sandbox ok":
+    return None
+  err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+  return f"exit {proc.returncode}: {err[-1] if err else 'no output'}"
+
+
+def probe_bwrap() -> Isolation | str:
+  """The first bubblewrap setup that works here, strongest first, or why none does.
+
+  As root, the program's process should be an unprivileged host uid (65534) too; that needs the
+  interpreter's directories to be reachable by that uid (not, e.g., a pyenv under a 0700 /root).
+  Otherwise bubblewrap runs as this user and maps it to uid 65534 inside its user namespace,
+  where the process has no capabilities and sees only the read-only mounts listed above.
+  """
+  bwrap = shutil.which("bwrap")
+  if bwrap is None:
+    return "bwrap is not installed (Debian/Ubuntu package `bubblewrap`)"
+  try:
+    plain = bwrap_argv(bwrap)
+    no_disable = bwrap_argv(bwrap, disable_userns=False)
+  except SandboxError as e:
+    return str(e)
+  attempts = []
+  if os.geteuid() == 0:
+    attempts.append((plain, SANDBOX_UID, "uid 65534 inside and on the host"))
+  me = os.geteuid()
+  mapped = f"uid 65534 inside, mapped to host uid {me}, no capabilities"
+  if me == 0:
+    mapped += " (the interpreter is not reachable by an unprivileged host uid)"
+  attempts += [(plain, None, mapped), (no_disable, None, mapped + "; nested user namespaces allowed")]
+  errors = []
+  for argv, uid, detail in attempts:
+    kwargs = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    why = _probe(argv, kwargs)
+    if why is None:
+      return Isolation("bwrap", detail, tuple(argv), uid)
+    errors.append(why)
+  return "; ".join(dict.fromkeys(errors))
+
+
+def fallback_isolation(reason: str = "asked for") -> Isolation:
+  return Isolation("fallback", f"no bubblewrap ({reason}): rlimits, guard and process-group kill only")
+
+
+_ISOLATION_LOCK = threading.Lock()
+
+
+def isolation() -> Isolation:
+  """The isolation this process uses, decided once (`HIERAMAS_SANDBOX`, then a probe).
+
+  Thread-safe: graders run from worker threads too, and the fallback warning is said once.
+  `isolation.cache_clear()` forgets the decision (tests).
+
+  Raises:
+    SandboxError: `HIERAMAS_SANDBOX` is unknown, or is "bwrap" where bubblewrap cannot run.
+  """
+  with _ISOLATION_LOCK:
+    return _decide_isolation()
+
+
+@functools.lru_cache(maxsize=1)
+def _decide_isolation() -> Isolation:
+  wanted = os.environ.get(SANDBOX_ENV, "auto").strip().lower() or "auto"
+  if wanted not in ("auto", "bwrap", "fallback"):
+    raise SandboxError(f"{SANDBOX_ENV}={wanted!r}: expected auto, bwrap or fallback")
+  if wanted == "fallback":
+    return fallback_isolation(f"{SANDBOX_ENV}=fallback")
+  found = probe_bwrap()
+  if isinstance(found, Isolation):
+    return found
+  if wanted == "bwrap":
+    raise SandboxError(f"{SANDBOX_ENV}=bwrap but bubblewrap cannot run here: {found}")
+  log.warning("bubblewrap cannot run here (%s): HumanEval+ programs run WITHOUT isolation "
+              "(rlimits, a guard and a process-group kill only; they can read and write files and "
+              "outlive their task). Install bubblewrap, or set %s=fallback to silence this.",
+              found, SANDBOX_ENV)
+  return fallback_isolation(found)
+
+
+isolation.cache_clear = _decide_isolation.cache_clear  # type: ignore[attr-defined]
+
+
+def sandbox_provenance() -> dict[str, str | int | None]:
+  """The isolation mode for a result's provenance."""
+  return isolation().provenance()
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one child.
+
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+  """What a report reader returns to end a run: why, and whether the child may first exit on its own
+  (it reported everything and is exiting: a clean exit, not a kill; a failing program is killed)."""
+
+  reason: str
+  let_exit: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class RunOutcome:
-  """What came back from one child: its result record (None when it reported nothing),
-  its exit code, whether the wall limit killed it, and the (capped) stdout."""
+  """How a run ended: the exit code (None if it had to be killed), whether the wall limit hit,
+  and the parent's own reason for stopping early (a decision, or a malformed report)."""
 
-  record: dict | None
   returncode: int | None
   timed_out: bool
-  stdout_bytes: int
+  stopped: str | None = None
 
 
 # One concurrency bound per event loop (asyncio primitives belong to one loop).
@@ -101,7 +327,7 @@ _SEMAPHORES: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semap
     weakref.WeakKeyDictionary())
 _EXPECTED_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = (
     weakref.WeakKeyDictionary())
-_EXPECTED_MEMO: dict[tuple[str, str], dict] = {}
+_EXPECTED_MEMO: dict[tuple[str, str], "_Expected"] = {}
 
 
 def max_concurrency() -> int:
@@ -117,38 +343,6 @@ def _semaphore() -> asyncio.Semaphore:
   return sem
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, int]:
-  """Read to EOF, keeping at most `cap` bytes; returns (kept, total)."""
-  kept = bytearray()
-  total = 0
-  while True:
-    chunk = await stream.read(1 << 16)
-    if not chunk:
-      return bytes(kept), total
-    total += len(chunk)
-    if len(kept) < cap:
-      kept += chunk[:cap - len(kept)]
-
-
-async def _exited_within(proc: asyncio.subprocess.Process, seconds: float) -> bool:
-  """Whether the child exits within `seconds`.
-
-  Polls `returncode` instead of awaiting `proc.wait()`: in Python 3.11 `wait()` resolves only
-  once every pipe is closed, so a grandchild holding stdout would keep it waiting for the
-  whole wall limit although the child is long gone.
-  """
-  loop = asyncio.get_running_loop()
-  deadline = loop.time() + seconds
-  delay = 0.002
-  while proc.returncode is None:
-    now = loop.time()
-    if now >= deadline:
-      return False
-    await asyncio.sleep(min(delay, deadline - now))
-    delay = min(delay * 2, 0.05)
-  return True
-
-
 def _kill_group(pid: int) -> None:
   try:
     os.killpg(pid, signal.SIGKILL)
@@ -156,84 +350,208 @@ def _kill_group(pid: int) -> None:
     pass
 
 
-async def run_job(job: dict, limits: SandboxLimits, *, keep_files: tuple[str, ...] = ()
-                  ) -> tuple[RunOutcome, dict[str, bytes]]:
-  """Run one job in a fresh child and temporary directory; never raises for the child's sake.
+async def _wait_returncode(proc: asyncio.subprocess.Process) -> None:
+  """Until the child exits. Polls: in Python 3.11 `proc.wait()` also waits for every pipe to
+  close, which a process holding stdout (an escaped grandchild in the fallback) can delay."""
+  delay = 0.002
+  while proc.returncode is None:
+    await asyncio.sleep(delay)
+    delay = min(delay * 2, 0.05)
 
-  Args:
-    job: the payload for `_sandbox_child.py` (limits and token are filled in here).
-    limits: resource limits.
-    keep_files: names of files in the working directory to read back before it is deleted.
+
+async def _converse(proc: asyncio.subprocess.Process, deadline: float, on_line) -> tuple[bool, Stop | None]:
+  """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or the deadline.
 
   Returns:
-    The outcome, and the kept files' bytes (missing ones absent).
+    (timed_out, the Stop or None).
   """
-  token = secrets.token_hex(16)
-  job = dict(job, token=token, cpu_s=int(limits.cpu_s), memory_bytes=int(limits.memory_bytes),
+  loop = asyncio.get_running_loop()
+  exited = asyncio.ensure_future(_wait_returncode(proc))
+  read = None
+  try:
+    while True:
+      if read is None:
+        read = asyncio.ensure_future(proc.stdout.readline())
+      remaining = deadline - loop.time()
+      if remaining <= 0:
+        return True, None
+      if exited.done():
+        done, _ = await asyncio.wait({read}, timeout=min(remaining, _EXIT_GRACE_S))
+        if not done:  # exited, yet someone holds the pipe: nothing more will come from the child
+          return False, None
+      else:
+        done, _ = await asyncio.wait({read, exited}, timeout=remaining,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+          return True, None
+      if read in done:
+        try:
+          line = read.result()
+        except (ValueError, asyncio.LimitOverrunError):
+          return False, Stop("a report line over the size cap")
+        read = None
+        if not line:
+          return False, None
+        stop = on_line(line)
+        if stop is not None:
+          return False, stop
+  finally:
+    for task in (read, exited):
+      if task is not None and not task.done():
+        task.cancel()
+
+
+async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | None = None
+                    ) -> RunOutcome:
+  """Run one job in a fresh child under `iso` (default: `isolation()`); never raises for the
+  child's sake.
+
+  Args:
+    job: the payload for `_sandbox_child.py` (the rlimits are filled in here).
+    limits: resource limits.
+    on_line: called with each report line (bytes); returns None to go on, or a Stop.
+    iso: the isolation.
+
+  Raises:
+    SandboxError: the child could not be started at all.
+  """
+  iso = iso or isolation()
+  job = dict(job, cpu_s=int(limits.cpu_s), memory_bytes=int(limits.memory_bytes),
              fsize_bytes=int(limits.fsize_bytes), load_s=float(limits.load_s),
              check_s=float(limits.check_s))
+  payload = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
   async with _semaphore():
-    workdir = tempfile.mkdtemp(prefix="hieramas-sandbox-")
+    loop = asyncio.get_running_loop()
+    workdir = None
+    if iso.mode == "bwrap":
+      argv = list(iso.argv)
+      if limits.tmp_bytes != DEFAULT_LIMITS.tmp_bytes:
+        argv[argv.index("--size") + 1] = str(int(limits.tmp_bytes))
+      argv += [sys.executable, "-I", "-c", CHILD_SOURCE]
+      cwd, env = None, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    else:
+      workdir = tempfile.mkdtemp(prefix="hieramas-sandbox-")
+      argv = [sys.executable, "-I", "-c", CHILD_SOURCE]
+      cwd, env = workdir, dict(_child_env(workdir), PATH=os.environ.get("PATH", "/usr/bin:/bin"))
     try:
-      payload = os.path.join(workdir, "payload.pkl")
-      with open(payload, "wb") as f:
-        pickle.dump(job, f, protocol=pickle.HIGHEST_PROTOCOL)
-      env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": workdir, "TMPDIR": workdir,
-             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
       try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", str(CHILD_SCRIPT), payload, cwd=workdir, env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+            limit=max(int(limits.output_cap_bytes), 1 << 16), **iso.spawn_kwargs())
       except OSError as e:
         raise SandboxError(f"cannot start the sandbox child: {e}") from e
-      reader = asyncio.ensure_future(_read_capped(proc.stdout, limits.output_cap_bytes))
+      deadline = loop.time() + limits.wall_s
       try:
-        timed_out = not await _exited_within(proc, limits.wall_s)
-      finally:
-        # Always: the group may hold grandchildren even when the child itself has exited.
-        _kill_group(proc.pid)
-      try:
-        out, total = await asyncio.wait_for(reader, timeout=10)
-        await asyncio.wait_for(proc.wait(), timeout=10)
-      except asyncio.TimeoutError:  # something outside the group holding the pipe open
-        reader.cancel()
-        out, total = b"", 0
-      record = None
-      for line in out.splitlines():
         try:
-          candidate = json.loads(line)
-        except ValueError:
-          continue
-        if isinstance(candidate, dict) and candidate.get("token") == token:
-          record = candidate
-          break
-      kept = {}
-      for name in keep_files:
-        path = os.path.join(workdir, name)
-        if os.path.isfile(path):
-          with open(path, "rb") as f:
-            kept[name] = f.read()
-      return RunOutcome(record, proc.returncode, timed_out, total), kept
+          proc.stdin.write(payload)
+          await asyncio.wait_for(proc.stdin.drain(), timeout=limits.wall_s)
+          proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError, asyncio.TimeoutError):
+          pass  # the child died before reading its job: it reports nothing, graded failed
+        timed_out, stop = await _converse(proc, deadline, on_line)
+        if stop is not None and stop.let_exit:
+          with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(_wait_returncode(proc), timeout=_EXIT_GRACE_S)
+      finally:
+        # Always: in the fallback the group may hold grandchildren after the child has exited;
+        # under bubblewrap this kills the monitor, and with it the whole pid namespace.
+        _kill_group(proc.pid)
+        try:
+          await asyncio.wait_for(_wait_returncode(proc), timeout=10)
+        except asyncio.TimeoutError:
+          pass
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+          transport.close()  # our ends of the pipes, even if an escaped process holds theirs
+      return RunOutcome(proc.returncode, timed_out, stop.reason if stop else None)
     finally:
-      shutil.rmtree(workdir, ignore_errors=True)
+      if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _build_job(item: Item, program: str, mode: str) -> dict:
-  meta = item.meta
-  return {"mode": mode, "program": program, "entry_point": meta["entry_point"],
-          "test": meta["test"], "base_input": meta["base_input"],
-          "plus_input": meta["plus_input"], "atol": float(meta["atol"] or 0.0)}
+# ---------------------------------------------------------------------------------------------
+# Expected outputs (canonical solution).
+
+
+@dataclasses.dataclass
+class _Expected:
+  """The canonical solution's report: per input the encoded output or its digest, and times."""
+
+  outputs: list[dict]
+  times: list[float]
+  n_base: int
+  check_time: float
+  values: dict[int, object] = dataclasses.field(default_factory=dict)
+
+  def value(self, i: int):
+    if i not in self.values:
+      self.values[i] = child.decode(self.outputs[i]["out"])
+    return self.values[i]
+
+
+def _inputs(item: Item) -> list:
+  return list(item.meta["base_input"]) + list(item.meta["plus_input"])
 
 
 def _expected_path(item: Item) -> pathlib.Path:
   key = hashlib.sha256(f"{item.id}\0{data_sha256(item.benchmark)}\0{HARNESS_VERSION}".encode())
-  return cache_dir() / "humaneval_expected" / f"{key.hexdigest()}.pkl"
+  return cache_dir() / "humaneval_expected" / f"{key.hexdigest()}.json"
 
 
+def _load_expected(path: pathlib.Path, n: int) -> _Expected | None:
+  try:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    exp = _Expected(list(data["outputs"]), [float(t) for t in data["times"]], int(data["n_base"]),
+                    float(data["check_time"]))
+  except (OSError, ValueError, KeyError, TypeError):
+    return None  # missing, torn or foreign: recompute
+  if len(exp.outputs) != n or len(exp.times) != n:
+    return None
+  return exp
 
-async def expected_outputs(item: Item) -> dict:
+
+async def _run_expected(item: Item) -> _Expected:
+  inputs = _inputs(item)
+  records: list[dict] = []
+  check_time = [0.0]
+  failure: list[str] = []
+
+  def on_line(line: bytes) -> Stop | None:
+    try:
+      rec = json.loads(line)
+    except ValueError:
+      failure.append("a malformed report line")
+      return Stop("malformed")
+    if "check_time" in rec:
+      check_time[0] = float(rec["check_time"])
+    elif "done" in rec:
+      return Stop("done", let_exit=True)
+    elif "error" in rec:
+      where = f"input {rec['i']}" if "i" in rec else rec.get("stage", "?")
+      failure.append(f"{where}: {rec['error']}")
+      return Stop("error")
+    elif rec.get("i") == len(records) and ("out" in rec or "digest" in rec):
+      records.append(rec)
+    else:
+      failure.append("an out-of-order report line")
+      return Stop("malformed")
+    return None
+
+  job = {"mode": "expected", "program": item.question + item.answer,
+         "entry_point": item.meta["entry_point"], "test": item.meta["test"], "inputs": inputs,
+         "time_limits": [CANONICAL_LIMITS.load_s] * len(inputs)}
+  outcome = await run_child(job, CANONICAL_LIMITS, on_line)
+  if failure or len(records) != len(inputs):
+    raise SandboxError(f"{item.id}: the canonical solution failed in the sandbox: "
+                       f"{failure[0] if failure else f'{len(records)} of {len(inputs)} outputs'} "
+                       f"(exit {outcome.returncode}, timed out: {outcome.timed_out})")
+  outputs = [{k: rec[k] for k in ("out", "digest") if k in rec} for rec in records]
+  return _Expected(outputs, [float(rec.get("t", 0.0)) for rec in records],
+                   len(item.meta["base_input"]), check_time[0])
+
+
+async def expected_outputs(item: Item) -> _Expected:
   """Outputs and timings of the canonical solution on the task's base and plus inputs.
 
   Computed once per (task, data file) in the sandbox and cached on disk; within one process
@@ -252,25 +570,119 @@ async def expected_outputs(item: Item) -> dict:
     if memo_key in _EXPECTED_MEMO:
       return _EXPECTED_MEMO[memo_key]
     path = _expected_path(item)
-    expected = None
-    if path.exists():
-      try:
-        expected = pickle.loads(path.read_bytes())
-      except (pickle.UnpicklingError, EOFError, ValueError):
-        expected = None  # a torn or foreign file: recompute
+    expected = _load_expected(path, len(_inputs(item)))
     if expected is None:
-      program = item.question + item.answer
-      outcome, files = await run_job(_build_job(item, program, "expected"), CANONICAL_LIMITS,
-                                     keep_files=("expected.pkl",))
-      if not (outcome.record and outcome.record.get("ok")) or "expected.pkl" not in files:
-        raise SandboxError(f"{item.id}: the canonical solution failed in the sandbox: "
-                           f"{(outcome.record or {}).get('error', 'no result')!r} "
-                           f"(exit {outcome.returncode}, timed out: {outcome.timed_out})")
-      data = files["expected.pkl"]
-      expected = pickle.loads(data)
-      atomic_write_bytes(path, data)
+      expected = await _run_expected(item)
+      atomic_write_bytes(path, json.dumps({
+          "task_id": item.id, "outputs": expected.outputs, "times": expected.times,
+          "n_base": expected.n_base, "check_time": expected.check_time}).encode("utf-8"))
     _EXPECTED_MEMO[memo_key] = expected
     return expected
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging a candidate, outside the sandbox.
+
+
+def _poly(xs, x):
+  return sum(coeff * math.pow(x, i) for i, coeff in enumerate(xs))
+
+
+def compare_output(entry_point: str, inp, got: dict, expected: _Expected, i: int, atol: float
+                   ) -> str | None:
+  """None if the reported output `got` (a report record) matches expected output `i`, else why not.
+
+  EvalPlus's comparison (evalplus/eval/__init__.py): exact `==`; for float outputs (or a task
+  atol) same type and length and `np.allclose(rtol=1e-7, atol)`; `find_zero` accepts any x with
+  |poly(xs, x)| <= atol. Large outputs compare by the digest of their canonical encoding.
+  """
+  exp = expected.outputs[i]
+  try:
+    if entry_point == "find_zero":
+      x = child.decode(got["out"]) if "out" in got else None
+      if type(x) not in (int, float):
+        return "not a number"
+      return None if abs(_poly(*inp, x)) <= atol else "not a root"
+    if "digest" in exp or "digest" in got:
+      got_digest = got.get("digest") or child.tree_digest(got["out"])
+      exp_digest = exp.get("digest") or child.tree_digest(exp["out"])
+      return None if got_digest == exp_digest else "output differs"
+    out = child.decode(got["out"])
+    want = expected.value(i)
+    if atol == 0 and child.is_floats(want):
+      atol = 1e-6
+    if out == want:
+      return None
+    if atol == 0:
+      return "output differs"
+    if type(out) is not type(want):
+      return f"type {type(out).__name__} != {type(want).__name__}"
+    if isinstance(want, (list, tuple)) and len(out) != len(want):
+      return "length differs"
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    return None if bool(np.allclose(out, want, rtol=1e-07, atol=atol)) else "not close"
+  except (ValueError, TypeError, KeyError, OverflowError, RecursionError, ArithmeticError):
+    return "output cannot be compared"
+
+
+class _Judge:
+  """Reads a candidate's report line by line and decides as soon as it can."""
+
+  def __init__(self, item: Item, expected: _Expected, code: str):
+    self.entry_point = item.meta["entry_point"]
+    self.atol = float(item.meta["atol"] or 0.0)
+    self.inputs = _inputs(item)
+    self.expected = expected
+    self.code = code
+    self.matched = 0
+    self.grade: Grade | None = None
+
+  def _where(self, i: int) -> str:
+    n_base = self.expected.n_base
+    return f"base test {i}" if i < n_base else f"plus test {i - n_base}"
+
+  def _decide(self, correct: bool, detail: str) -> Stop:
+    self.grade = Grade(correct, self.code, detail)
+    return Stop(detail, let_exit=correct)  # a failing program is killed at once
+
+  def on_line(self, line: bytes) -> Stop | None:
+    try:
+      rec = json.loads(line)
+    except (ValueError, RecursionError):
+      return self._decide(False, "malformed report from the sandbox")
+    if type(rec) is not dict:
+      return self._decide(False, "malformed report from the sandbox")
+    if "done" in rec and self.matched == len(self.inputs):  # only reached for a task without inputs
+      return self._decide(True, "passed base and plus tests")
+    if "i" not in rec:  # the child's own account of a failure before the first input
+      if rec.get("stage") in ("load", "guard") and isinstance(rec.get("error"), str):
+        return self._decide(False, f"failed at {rec['stage']}: {rec['error'][:300]}")
+      return self._decide(False, "malformed report from the sandbox")
+    i = rec.get("i")
+    if type(i) is not int or i != self.matched:
+      return self._decide(False, "malformed report from the sandbox")
+    where = self._where(i)
+    if "error" in rec:
+      return self._decide(False, f"failed at {where}: {str(rec['error'])[:300]}")
+    why = compare_output(self.entry_point, self.inputs[i], rec, self.expected, i, self.atol)
+    if why is not None:
+      return self._decide(False, f"failed at {where}: {why}")
+    self.matched += 1
+    if self.matched == len(self.inputs):
+      return self._decide(True, "passed base and plus tests")
+    return None
+
+  def result(self, outcome: RunOutcome) -> Grade:
+    if self.grade is not None:
+      return self.grade
+    if outcome.stopped:
+      return Grade(False, self.code, f"failed: {outcome.stopped}")
+    if outcome.timed_out:
+      return Grade(False, self.code, "wall time limit exceeded (process group killed)")
+    if self.matched == 0:
+      return Grade(False, self.code, f"no result from the sandbox (exit code {outcome.returncode})")
+    return Grade(False, self.code, f"no result for {self._where(self.matched)} "
+                                   f"(exit code {outcome.returncode})")
 
 
 def assemble_program(item: Item, code: str) -> str | None:
@@ -303,16 +715,26 @@ def _time_limits(times: list[float]) -> list[float]:
   return [max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * t) for t in times]
 
 
-def _grade_cache_path(item: Item, code: str) -> pathlib.Path:
+def _grade_cache_path(item: Item, code: str, mode: str | None = None) -> pathlib.Path:
+  mode = mode or isolation().mode
   key = hashlib.sha256(
-      f"{item.id}\0{code}\0{data_sha256(item.benchmark)}\0{HARNESS_VERSION}".encode())
+      f"{item.id}\0{code}\0{data_sha256(item.benchmark)}\0{HARNESS_VERSION}\0{mode}".encode())
   return cache_dir() / "humaneval_grades" / key.hexdigest()[:2] / f"{key.hexdigest()}.json"
 
 
 async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_LIMITS,
-                        *, use_cache: bool = True) -> Grade:
-  """Run extracted code against the task's base and plus tests; pass only if all pass."""
-  cache_path = _grade_cache_path(item, code)
+                        *, use_cache: bool = True, iso: Isolation | None = None) -> Grade:
+  """Run extracted code on the task's base and plus inputs; it passes only if every output matches.
+
+  Args:
+    item: the HumanEval+ task.
+    code: the extracted code (see `assemble_program`).
+    limits: resource limits (the per-input and wall limits grow with the canonical solution's time).
+    use_cache: read and write the on-disk grade cache.
+    iso: the isolation (default: `isolation()`).
+  """
+  iso = iso or isolation()
+  cache_path = _grade_cache_path(item, code, iso.mode)
   if use_cache and cache_path.exists():
     try:
       cached = json.loads(cache_path.read_text())
@@ -324,37 +746,19 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
     grade = Grade(False, code, "syntax error")
   else:
     expected = await expected_outputs(item)
-    job = _build_job(item, program, "candidate")
-    job["expected"] = {key: expected[key]
-                       for key in ("base", "plus", "base_digest", "plus_digest")}
-    job["time_limits"] = {"base": _time_limits(expected["base_times"]),
-                          "plus": _time_limits(expected["plus_times"])}
-    check_s = max(limits.check_s, TIME_LIMIT_FACTOR * expected.get("check_time", 0.0))
+    job = {"mode": "candidate", "program": program, "entry_point": item.meta["entry_point"],
+           "inputs": _inputs(item), "time_limits": _time_limits(expected.times)}
     # Tasks whose canonical solution itself needs seconds (HumanEval/15, /139...) get a
     # proportionally longer wall and CPU budget; a cheap task keeps the plain limits.
-    canonical_s = sum(expected["base_times"]) + sum(expected["plus_times"])
-    wall_s = max(limits.wall_s, limits.load_s + 2 * TIME_LIMIT_FACTOR * canonical_s)
-    run_limits = dataclasses.replace(limits, check_s=check_s, wall_s=wall_s,
-                                     cpu_s=max(limits.cpu_s, int(wall_s) + 1))
-    outcome, _ = await run_job(job, run_limits)
-    grade = _to_grade(outcome, code)
+    wall_s = max(limits.wall_s, limits.load_s + 2 * TIME_LIMIT_FACTOR * sum(expected.times))
+    run_limits = dataclasses.replace(limits, wall_s=wall_s, cpu_s=max(limits.cpu_s, int(wall_s) + 1))
+    judge = _Judge(item, expected, code)
+    outcome = await run_child(job, run_limits, judge.on_line, iso)
+    grade = judge.result(outcome)
   if use_cache:
     atomic_write_bytes(cache_path, json.dumps({"task_id": item.id, "correct": grade.correct,
-                                          "detail": grade.detail}).encode())
+                                               "detail": grade.detail}).encode())
   return grade
-
-
-def _to_grade(outcome: RunOutcome, code: str) -> Grade:
-  record = outcome.record
-  if outcome.timed_out:
-    return Grade(False, code, "wall time limit exceeded (process group killed)")
-  if record is None:
-    return Grade(False, code, f"no result from the sandbox (exit code {outcome.returncode})")
-  if record.get("ok"):
-    return Grade(True, code, "passed base and plus tests")
-  stage, index = record.get("stage"), record.get("index", -1)
-  where = f"{stage} test {index}" if index is not None and index >= 0 else str(stage)
-  return Grade(False, code, f"failed at {where}: {record.get('error', '')}")
 
 
 async def grade_humaneval_async(item: Item, text: str | None,

@@ -1,23 +1,27 @@
 """The run's one LLM client: the embedded simulated pool unless flags name a real endpoint.
 
 `open_backend(flags, seed)` starts the sim in a thread when `--backend=sim` and no `--base_url` is
-given, builds the endpoint from the shared backend flags (keys only from the environment), opens the
-on-disk response cache and one `LLMClient`, and tears all of it down on exit.
+given, builds the endpoint from the shared backend flags (keys only from the environment), checks that
+any other endpoint accepts a connection (before a run writes anything), opens the on-disk response
+cache and one `LLMClient`, and tears all of it down on exit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
 import hashlib
 import os
 import pathlib
+import urllib.parse
 from typing import Any, AsyncIterator
 
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
+from hieramas_jax.llm.errors import EndpointConfigError, EndpointUnreachableError
 from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
 
 BACKEND_FLAG_NAMES = ("backend", "base_url", "api_key_env", "model_map", "max_concurrency",
@@ -61,6 +65,36 @@ def sim_endpoint_name(seed: int) -> str:
   return f"sim:seed{seed}:{sim_fingerprint()[:12]}"
 
 
+async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float = 10.0) -> None:
+  """Raises EndpointUnreachableError unless a TCP connection to the endpoint's host opens.
+
+  A connection only: no request is sent, nothing is paid, no key leaves the process. Run before a
+  run writes anything, so an unreachable endpoint is one error line, with no W&B output before it
+  and no run directory left behind.
+  """
+  url = urllib.parse.urlsplit(base_url)
+  if not url.hostname:
+    raise EndpointConfigError(f"invalid base URL {base_url!r}")
+  try:
+    port = url.port or (443 if url.scheme == "https" else 80)
+  except ValueError as e:
+    raise EndpointConfigError(f"invalid base URL {base_url!r}: {e}") from None
+  detail = ""
+  for attempt in range(attempts):
+    try:
+      _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), timeout_s)
+    except (OSError, asyncio.TimeoutError) as e:
+      detail = f"cannot connect: {type(e).__name__}: {e}" if str(e) else f"no connection within {timeout_s:g}s"
+      if attempt + 1 < attempts:
+        await asyncio.sleep(0.25 * (attempt + 1))
+      continue
+    writer.close()
+    with contextlib.suppress(OSError):
+      await writer.wait_closed()
+    return
+  raise EndpointUnreachableError(base_url, attempts, detail)
+
+
 @contextlib.asynccontextmanager
 async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
                        cache_root: str | os.PathLike | None = None, sim_process: bool = False) -> AsyncIterator[Backend]:
@@ -87,6 +121,8 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
       # An external sim's seed is unknown here: name it by its URL so caches never mix.
       sim_name = f"sim:{flag_values.base_url}" if flag_values.base_url else sim_name
     endpoint = endpoint_from_flags(flag_values, sim_base_url=base_url, sim_name=sim_name)
+    if handle is None:  # the embedded sim has just started; anything else may not be there
+      await check_reachable(endpoint.base_url)
     if use_cache:
       cache = ResponseCache(pathlib.Path(cache_root or cache_dir()) / "responses")
     async with LLMClient(endpoint, cache=cache, seed=seed, **client_options_from_flags(flag_values)) as client:

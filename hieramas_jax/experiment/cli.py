@@ -7,6 +7,7 @@ import sys
 from typing import Any, Callable
 
 from hieramas_jax.benchmarks.data import DataError, UnknownBenchmarkError
+from hieramas_jax.benchmarks.sandbox import SandboxError
 from hieramas_jax.llm.errors import LLMError
 from hieramas_jax.llm.registry import UnknownModelError, UnknownPoolError
 from hieramas_jax.mas.config import ConfigError
@@ -19,7 +20,7 @@ EXIT_USER_ERROR = 2
 # one line, no traceback. Anything else is a bug and keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     UnknownMethodError, UnknownBenchmarkError, UnknownPoolError, UnknownModelError, UnknownRoleError,
-    LLMError, DataError, ConfigError)
+    LLMError, DataError, ConfigError, SandboxError)
 
 
 def run_or_exit(fn: Callable[[], Any], extra_errors: tuple[type[BaseException], ...] = ()) -> Any:

@@ -12,6 +12,7 @@ import sys
 from typing import Any, Iterable, Mapping
 
 from hieramas_jax.benchmarks.data import data_sha256
+from hieramas_jax.benchmarks.sandbox import sandbox_provenance
 # Re-exported: results writers import them from here.
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # noqa: F401  pylint: disable=unused-import
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
@@ -77,6 +78,8 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
       "backend": backend,
       "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "python": sys.version.split()[0],
+      # How HumanEval+ programs were isolated (bubblewrap or the fallback): a grade depends on it.
+      "sandbox": sandbox_provenance(),
   }
   if backend == "sim":
     prov["label"] = SIMULATED_LABEL

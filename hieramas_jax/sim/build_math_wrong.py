@@ -4,7 +4,8 @@ For every MATH500 item, candidate wrong answers are made from the gold answer by
 models make (off by one, sign, factor 2, inverted fraction, a neighbouring option letter...),
 rendered exactly as the sim renders a reply, and kept only if the real grader
 (`graders.grade`, math-verify equivalence) marks them wrong and still extracts an answer. At most
-three are kept, most plausible first. Run offline:
+`KEEP` (8) are kept, most plausible first: the pool the sim's wrong answers are drawn from, so its
+size bounds how often two wrong answers coincide. Run offline:
 
     python -m hieramas_jax.sim.build_math_wrong   # writes hieramas_jax/data/sim/math_wrong.json
 """
@@ -21,7 +22,7 @@ from hieramas_jax.sim import reading, render
 from hieramas_jax.sim.model import MATH_WRONG_PATH
 
 COMMAND = "python -m hieramas_jax.sim.build_math_wrong"
-KEEP = 3
+KEEP = 8
 _NUMBER = re.compile(r"\d+")
 _INT = re.compile(r"-?\d+")
 _FRAC = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(\d+)\}$")
@@ -51,24 +52,30 @@ def candidates(gold: str) -> list[str]:
         out.append(digits[:pos] + _DIGITS[nd] + digits[pos + 1:] + "_" + base_text)
   if _INT.fullmatch(g):
     n = int(g)
-    out += [str(n + 1), str(n - 1), str(2 * n), str(-n), str(n + 10)]
+    out += [str(n + 1), str(n - 1), str(2 * n), str(-n), str(n + 10), str(n + 2), str(n - 2),
+            str(n // 2) if n % 2 == 0 else str(n + 3), str(3 * n), str(n * n) if abs(n) < 1000 else str(n + 100),
+            str(n - 10), str(10 * n)]
   frac = _FRAC.match(g)
   if frac:
     sign, a, b = frac.group(1), int(frac.group(2)), int(frac.group(3))
     out += [f"{sign}\\frac{{{b}}}{{{a}}}", f"{sign}\\frac{{{a + 1}}}{{{b}}}",
-            f"{sign}\\frac{{{a}}}{{{b + 1}}}", f"{'' if sign else '-'}\\frac{{{a}}}{{{b}}}"]
+            f"{sign}\\frac{{{a}}}{{{b + 1}}}", f"{'' if sign else '-'}\\frac{{{a}}}{{{b}}}",
+            f"{sign}\\frac{{{a}}}{{{2 * b}}}", f"{sign}\\frac{{{2 * a}}}{{{b}}}",
+            f"{sign}\\frac{{{max(a - 1, 1)}}}{{{b}}}", f"{sign}\\frac{{{a}}}{{{b + 2}}}"]
   numbers = list(_NUMBER.finditer(g))
   if numbers:
     for m in (numbers[-1], numbers[0]):
       v = int(m.group())
       out += [_replace_span(g, m, str(v + 1)), _replace_span(g, m, str(v - 1)) if v > 0 else None,
-              _replace_span(g, m, str(2 * v if v else 2))]
+              _replace_span(g, m, str(2 * v if v else 2)), _replace_span(g, m, str(v + 2)),
+              _replace_span(g, m, str(v * 3 if v else 3))]
   letter = _LETTER.search(g)
   if letter:
     nxt = "ABCDE"[("ABCDE".index(letter.group("l")) + 1) % 5]
     out.append(_replace_span(g, letter, f"({nxt})"))
   out.append(g[1:] if g.startswith("-") else f"-{g}" if not numbers or len(g) < 12 else None)
-  out += [f"2{g}" if not g.startswith("-") else None, *_FALLBACK_WORDS]
+  out += [f"2{g}" if not g.startswith("-") else None, f"\\frac{{{g}}}{{2}}" if len(g) < 24 else None,
+          f"{g}^2" if len(g) < 12 and "^" not in g else None, *_FALLBACK_WORDS, "3", "4", "6", "12"]
   return [c for c in out if c]
 
 

@@ -1,4 +1,4 @@
-"""Builds the HumanEval+ mutants the sim answers with when a draw is wrong.
+"""Builds the HumanEval+ programs the sim answers with: mutants (wrong) and variants (right).
 
 Each mutant is the task's complete function (prompt + canonical body) with one small slip in the
 body, the kind real models make: a flipped comparison, an off-by-one constant, `and`/`or`
@@ -10,7 +10,15 @@ code everywhere else.
 A mutant is kept only if the real grader (`graders.grade_async`: HumanEval+ base and plus tests
 in the sandbox) fails it on a test; mutants that only time out are dropped, because grading a
 timeout costs its time limit every time the sim emits it. At most `KEEP` per task, in a
-seeded order. Run offline (several minutes on 2 cores):
+seeded order.
+
+Variants are the canonical function written differently but equivalently (local names renamed,
+a returned expression bound to a name first), each kept only if the sandbox passes it on every
+base and plus test. They exist because two correct programs from two samples are rarely the same
+text: with only the canonical solution, every correct sample would vote for one program and
+self-consistency on code would gain far more than it does on real models.
+
+Run offline (several minutes on 2 cores):
 
     python -m hieramas_jax.sim.build_mutants  # writes hieramas_jax/data/sim/humaneval_mutants.json.gz
 """
@@ -22,7 +30,10 @@ import asyncio
 import gzip
 import io
 import json
+import keyword
+import re
 import sys
+import tokenize
 from typing import Iterator
 
 import numpy as np
@@ -34,8 +45,9 @@ from hieramas_jax.sim.hashing import seed_int
 from hieramas_jax.sim.model import MUTANTS_PATH
 
 COMMAND = "python -m hieramas_jax.sim.build_mutants"
-KEEP = 3
-MAX_TRIES = 14
+KEEP = 6
+MAX_TRIES = 20
+KEEP_VARIANTS = 3
 BUILD_SEED = 0
 
 _COMPARE_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -125,6 +137,71 @@ def mutants_of(item: Item) -> Iterator[tuple[int, str, str]]:
         yield tier, desc, mutated
 
 
+_SYNONYMS = {"result": ("res", "out", "answer"), "res": ("result", "out", "acc"), "ans": ("result", "answer", "res"),
+             "i": ("idx", "k", "pos"), "j": ("jdx", "m", "pos2"), "n": ("num", "size", "count_n"),
+             "count": ("cnt", "total", "tally"), "s": ("text", "string", "chars"), "x": ("value", "item", "elem"),
+             "l": ("lst", "items", "seq"), "total": ("acc", "sum_val", "running"), "num": ("number", "val", "n_val")}
+_RETURN_LINE = re.compile(r"^(?P<indent>[ \t]+)return (?P<expr>[^\n#]+)$", re.M)
+
+
+def _local_names(full: str, body_first_line: int, entry_point: str) -> list[str]:
+  """Names the body binds (assignments, loop and comprehension targets), not the arguments."""
+  tree = ast.parse(full)
+  args: set[str] = set()
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+      args |= {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs}
+      args |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+      args.add(node.name)
+  names = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.lineno >= body_first_line \
+        and node.id not in args and node.id != entry_point and node.id not in names:
+      names.append(node.id)
+  return names
+
+
+def _rename(body: str, mapping: dict[str, str]) -> str | None:
+  """`body` with NAME tokens renamed (strings and comments untouched), or None if it won't tokenize."""
+  try:
+    tokens = list(tokenize.generate_tokens(io.StringIO(body).readline))
+  except (tokenize.TokenError, IndentationError, SyntaxError):
+    return None
+  lines = body.splitlines(keepends=True)
+  edits = [(t.start, t.end, mapping[t.string]) for t in tokens if t.type == tokenize.NAME and t.string in mapping]
+  for (row, c0), (_, c1), new in sorted(edits, reverse=True):
+    line = lines[row - 1]
+    lines[row - 1] = line[:c0] + new + line[c1:]
+  return "".join(lines)
+
+
+def variants_of(item: Item) -> Iterator[str]:
+  """Equivalent rewrites of the canonical function, most natural first (verified by the caller)."""
+  full = item.question + item.answer
+  body_first_line = item.question.count("\n") + 1
+  taken = {t for t in re.findall(r"[A-Za-z_]\w*", full)} | set(keyword.kwlist) | set(dir(__builtins__))
+  local = _local_names(full, body_first_line, item.meta["entry_point"])
+  for k in range(3):
+    mapping = {}
+    for name in local:
+      options = list(_SYNONYMS.get(name, ())) + [f"{name}_{k + 1}", f"{name}{k + 2}"]
+      new = next((o for o in options[k:] + options[:k] if o not in taken and o not in mapping.values()), None)
+      if new:
+        mapping[name] = new
+    if mapping:
+      body = _rename(item.answer, mapping)
+      if body and body != item.answer:
+        yield item.question + body
+  match = _RETURN_LINE.search(item.answer)
+  if match and match.group("expr").count("(") == match.group("expr").count(")"):
+    name = next(n for n in ("result", "value", "out_value") if n not in taken)
+    indent, expr = match.group("indent"), match.group("expr").rstrip()
+    rewritten = item.answer[:match.start()] + f"{indent}{name} = {expr}\n{indent}return {name}" \
+        + item.answer[match.end():]
+    yield item.question + rewritten
+
+
 GRADE_TIMEOUT_S = 120.0
 
 
@@ -166,20 +243,44 @@ async def mutants_for(item: Item, keep: int = KEEP) -> list[str]:
   return kept
 
 
-async def _build(items: list[Item]) -> tuple[dict[str, list[str]], dict[str, str]]:
-  """Mutants per task, and the tasks the grader could not judge (task id -> why)."""
+async def variants_for(item: Item, keep: int = KEEP_VARIANTS) -> list[str]:
+  """Up to `keep` equivalent rewrites that pass every base and plus test, distinct as code."""
+  from hieramas_jax.sim import reading  # pylint: disable=import-outside-toplevel
+  seen = {reading.code_key(item.question + item.answer)}
+  kept: list[str] = []
+  for code in variants_of(item):
+    key = reading.code_key(code)
+    if key in seen:
+      continue
+    seen.add(key)
+    try:
+      ast.parse(code)
+    except SyntaxError:
+      continue
+    g = await _grade_code(item, code)
+    if g is not None and g.correct:
+      kept.append(code)
+      if len(kept) == keep:
+        break
+  return kept
+
+
+async def _build(items: list[Item]) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, str]]:
+  """Mutants and variants per task, and the tasks the grader could not judge (task id -> why)."""
   out: dict[str, list[str]] = {}
+  variants: dict[str, list[str]] = {}
   failures: dict[str, str] = {}
   # One task at a time: the sandbox already uses the cores.
   for item in items:
     try:
       out[item.id] = await mutants_for(item)
+      variants[item.id] = await variants_for(item)
     except HarnessFailure as e:
       failures[item.id] = str(e)
       print(f"error: {e}", file=sys.stderr, flush=True)
       continue
-    print(f"{item.id}: {len(out[item.id])} mutants", flush=True)
-  return out, failures
+    print(f"{item.id}: {len(out[item.id])} mutants, {len(variants[item.id])} variants", flush=True)
+  return out, variants, failures
 
 
 def main(argv: list[str]) -> int:
@@ -187,7 +288,7 @@ def main(argv: list[str]) -> int:
     print(f"usage: {COMMAND}  (takes no arguments)", file=sys.stderr)
     return 2
   items = list(load_items("humaneval_plus"))
-  mutants, failures = asyncio.run(_build(items))
+  mutants, variants, failures = asyncio.run(_build(items))
   empty = [k for k, v in mutants.items() if not v]
   if empty:
     print(f"error: no failing mutant for {empty}", file=sys.stderr)
@@ -198,14 +299,17 @@ def main(argv: list[str]) -> int:
   for task_id in failures:
     item = next(it for it in items if it.id == task_id)
     mutants[task_id] = [code for _, _, code in sorted(mutants_of(item), key=lambda t: t[0])][:KEEP]
+    variants[task_id] = []
   MUTANTS_PATH.parent.mkdir(parents=True, exist_ok=True)
   tmp = MUTANTS_PATH.with_suffix(".tmp")
   # mtime=0: the same mutants give the same bytes (no spurious diffs on rebuild).
   with gzip.GzipFile(tmp, "wb", mtime=0) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
     json.dump({"command": COMMAND, "checked_with": "graders.grade_async (HumanEval+ sandbox, base+plus)",
-               "unverified": failures, "mutants": {it.id: mutants[it.id] for it in items}}, f, indent=0)
+               "unverified": failures, "mutants": {it.id: mutants[it.id] for it in items},
+               "variants": {it.id: variants[it.id] for it in items}}, f, indent=0)
   tmp.replace(MUTANTS_PATH)
-  print(f"wrote {MUTANTS_PATH}: {sum(map(len, mutants.values()))} mutants for {len(items)} tasks")
+  print(f"wrote {MUTANTS_PATH}: {sum(map(len, mutants.values()))} mutants and "
+        f"{sum(map(len, variants.values()))} variants for {len(items)} tasks")
   if failures:
     print(f"error: {len(failures)} task(s) could not be graded, mutants unverified: {sorted(failures)}; "
           f"rerun `{COMMAND}` once the sandbox passes their canonical solutions", file=sys.stderr)

@@ -1,6 +1,9 @@
 """The named parameters of the simulated pool's behaviour model (sources in docs/simulator.md).
 
-Kept in one place so the documentation, the theta fit and the server read the same numbers.
+Kept in one place so the documentation, the fits and the server read the same numbers. Each
+parameter is one of: *fitted* (by a named script, on the published rows it names), *sourced* (a
+published figure), or *assumed* (a stated assumption). Nothing here is keyed to a method, a role
+name or a configuration: the model sees only the request.
 """
 
 from __future__ import annotations
@@ -9,65 +12,120 @@ import dataclasses
 import math
 from typing import Mapping
 
-from hieramas_jax.sim.calibration_targets import COT_LOGIT_GAP
+from hieramas_jax.sim.calibration_targets import COT_LOGIT_GAP, SLIP_RATE
+
+# ---- own competence ---------------------------------------------------------------------------
 
 # Item difficulty is a property of the simulated world, not of a run: it is drawn from this fixed
 # seed so that theta.json (fitted against it) holds for every server seed.
 DIFFICULTY_SEED = 0
 
-# MATH: b = MATH_LEVEL_SLOPE * (level - 3) + N(0, MATH_LEVEL_NOISE).
+# MATH: b = MATH_LEVEL_SLOPE * (level - 3) + N(0, MATH_LEVEL_NOISE).                      [assumed]
 MATH_LEVEL_SLOPE = 0.6
 MATH_LEVEL_NOISE = 0.3
-# MMLU-Redux and HumanEval+: b ~ N(0, sigma) (latent difficulty shared by all models).
+# MMLU-Redux and HumanEval+: b ~ N(0, sigma) (latent difficulty shared by all models).      [assumed]
 LATENT_DIFFICULTY_SIGMA = {"mmlu_redux": 1.5, "humaneval_plus": 1.5}
 
-# A role whose domain matches the item's adds ROLE_FIT logits; a mismatched one subtracts it.
+# A role whose domain matches the item's adds ROLE_FIT logits; a mismatched one subtracts it. [assumed]
 ROLE_FIT = 0.2
 
-# Correlation of repeated samples of one model on one item: rho(T) = RHO0 * exp(-T / RHO_TAU).
-RHO0 = 0.95
-RHO_TAU = 1.5
-# The persistent part of a model's correctness is stratified over each benchmark: items sorted by
-# difficulty are cut into blocks of STRATUM_SIZE, and within a block the persistent uniforms are a
-# random permutation of a jittered grid (Latin-hypercube style). Each item's draw stays N(0, 1)
-# marginally and models stay independent of each other, but a model's accuracy over a whole
-# benchmark lands close to its expectation instead of carrying +-2-3 points of luck on
-# 164 HumanEval+ tasks.
-STRATUM_SIZE = 10
+# Temperature. Accuracy is flat for T <= TEMP_FLAT_UP_TO and falls as TEMP_PENALTY * (T - 1)^2
+# logits above (Renze & Guven 2024: no significant change from 0.0 to 1.0, decline above 1.0,
+# collapse towards 1.6 and beyond).                                                     [sourced shape]
+TEMP_FLAT_UP_TO = 1.0
+TEMP_PENALTY = 3.0
 # Temperature assumed when a request omits it (OpenAI and OpenRouter default).
 DEFAULT_TEMPERATURE = 1.0
 
 
+def temperature_penalty(temperature: float) -> float:
+  """Logits lost at temperature T (0 on [0, 1])."""
+  return TEMP_PENALTY * max(temperature - TEMP_FLAT_UP_TO, 0.0) ** 2
+
+
+# ---- sampling ---------------------------------------------------------------------------------
+
+# Correlation of repeated samples of one model on one item: rho(T) = exp(-T / RHO_TAU), so T = 0
+# is greedy (every sample index gives the same answer) and diversity grows with T.
+# [fitted: python experiments/fit_sim.py, on the Self-Consistency rows]
+RHO_TAU = 2.25
+# The persistent part of a model's correctness is stratified over each benchmark (blocks of
+# STRATUM_SIZE items of similar difficulty, Latin-hypercube style): each item's draw stays
+# N(0, 1) and models stay independent of each other, but a model's accuracy over a benchmark
+# lands close to its expectation instead of carrying +-3 points of luck on 164 tasks.
+STRATUM_SIZE = 10
+
+
 def rho(temperature: float) -> float:
-  """Share of the latent correctness variable that persists across samples at temperature T."""
-  return RHO0 * math.exp(-max(temperature, 0.0) / RHO_TAU)
+  """Share of the latent answer variables that persists across samples at temperature T."""
+  return math.exp(-max(temperature, 0.0) / RHO_TAU)
 
 
-# Context (other agents' answers in the prompt). With n votes whose most common answer has share
-# `agreement`, and the model's own competence p_self, P(adopt the majority) =
-#   ADOPT_MAX[kind] * agreement**AGREE_POWER * (1 - exp(-n / VOTE_SCALE))
-#   * (1 - COMPETENCE_DAMPING * p_self) / (1 + context_tokens / DILUTION_TOKENS)
-# kind: "peer" (a role agent reading predecessors), "synth" (MoA aggregation prompt),
-# "decision" (final decision maker). More votes help with diminishing returns; long contexts
-# dilute the pull.
-ADOPT_MAX = {"peer": 0.7, "synth": 0.95, "decision": 0.9}
-AGREE_POWER = 2.0
-VOTE_SCALE = 1.0
-COMPETENCE_DAMPING = 0.5
-DILUTION_TOKENS = 6000.0
+# ---- which answer ----------------------------------------------------------------------------
+
+# Wrong answers come from a per-item pool (MMLU: the 3 other options; MATH: up to 8 near-misses
+# checked wrong by the real grader; HumanEval+: up to 6 mutants failed by the real sandbox). Model m
+# picks pool entry k with weight prior_k * exp(ERROR_SHARED_SPREAD[benchmark] * g[item, k]
+# + ERROR_MODEL_SPREAD * h[model, item, k]): g is shared by every model (some mistakes are
+# common), h is the model's own. prior_k = 1 / (k + 1) for the built pools (listed most plausible
+# first), 1 for MMLU options. The shared spread is set per benchmark so that two different models
+# that both err give the same wrong answer at the rate ERROR_COINCIDENCE (measured, with the
+# within-model rate, as `error_coincidence` in results/calibration.json).
+ERROR_COINCIDENCE = {
+    # [sourced: Kim et al. 2025, "Correlated Errors in Large Language Models": on a leaderboard
+    #  multiple-choice dataset, two models that both err agree ~60% of the time]
+    "mmlu_redux": 0.60,
+    # [assumed: free-form wrong answers spread over more candidates; half the multiple-choice rate]
+    "math": 0.30,
+    "humaneval_plus": 0.30,
+}
+ERROR_MODEL_SPREAD = 0.7        # [assumed]
+# [fitted to ERROR_COINCIDENCE: python experiments/fit_sim.py]
+ERROR_SHARED_SPREAD = {"math": 1.189, "mmlu_redux": 1.817, "humaneval_plus": 0.053}
+# A correct HumanEval+ answer is the canonical function or one of up to 3 verified equivalent
+# rewrites (renamed locals...), picked the same way with CORRECT_CODE_PRIOR weights. Two
+# correct programs from two samples are rarely the same text.                              [assumed]
+CORRECT_CODE_PRIOR = (1.0, 0.6, 0.4, 0.3)
+
+# ---- context: what a model does with other agents' answers ------------------------------------
+
+# A model that sees candidate answers in its prompt (other agents', its own earlier turn) forms its
+# own attempt as usual, then picks its final answer among the distinct answers present (its own
+# included) with Luce weights
+#     w(a) = (count(a) + self_weight(p_self) * [a is its own attempt]) ** SUPPORT_POWER * exp(kappa * [a is correct])
+#     self_weight(p_self) = SELF_WEIGHT + SELF_CONFIDENCE * p_self
+#     kappa = RECOGNITION_MAX * sigmoid(own logit + RECOGNITION_GAP) / (1 + context_tokens / DILUTION_TOKENS)
+# Support pulls with diminishing returns (shares, not counts, decide); recognising a correct answer
+# is easier than generating it (RECOGNITION_GAP > 0) and grows with the reader's competence on the
+# item; a reader that is usually right weighs its own attempt more. So a strong reader keeps a right
+# answer against a wrong majority more often than a weak one; long contexts dilute the recognition.
+SELF_WEIGHT = 1.0                # [assumed: the own attempt counts like one more vote...]
+SELF_CONFIDENCE = 2.0            # [...plus this many votes times the reader's own P(right): a reader that is
+                                 #  usually right holds to its attempt (assumed)]
+SUPPORT_POWER = 1.0              # [assumed: an answer is picked in proportion to its support]
+RECOGNITION_MAX = 0.25           # [fitted: python experiments/fit_sim.py, LLM-Debate rows]
+RECOGNITION_GAP = 1.0            # [assumed: recognising is ~1 logit easier than generating]
+DILUTION_TOKENS = 6000.0         # [assumed]
 
 
-def p_adopt(kind: str, n_votes: int, agreement: float, p_self: float, context_tokens: float) -> float:
-  """Probability that a model replaces its own answer by the context's majority answer."""
-  return (ADOPT_MAX[kind] * agreement ** AGREE_POWER * (1.0 - math.exp(-n_votes / VOTE_SCALE))
-          * (1.0 - COMPETENCE_DAMPING * p_self) / (1.0 + context_tokens / DILUTION_TOKENS))
+def recognition(own_logit: float, context_tokens: float) -> float:
+  """kappa: the log-weight bonus of a correct candidate for a reader with this own logit."""
+  return (RECOGNITION_MAX / (1.0 + math.exp(-(own_logit + RECOGNITION_GAP)))
+          / (1.0 + context_tokens / DILUTION_TOKENS))
 
 
-# Wrong answers: MMLU distractor preference logits ~ N(0, DISTRACTOR_SPREAD) per item (shared by
-# all models, so their errors correlate); MATH near-misses and code mutants are picked with these
-# weights in the order they were built (most plausible first).
-DISTRACTOR_SPREAD = 1.0
-LISTED_WRONG_WEIGHTS = (0.55, 0.25, 0.12, 0.08)
+def self_weight(p_self: float) -> float:
+  """Votes the reader's own attempt counts for: more for a reader that is usually right."""
+  return SELF_WEIGHT + SELF_CONFIDENCE * p_self
+
+
+def luce_weight(count: float, own: bool, correct: bool, kappa: float, p_self: float = 0.0) -> float:
+  """Unnormalised Luce weight of one distinct candidate answer."""
+  return ((count + (self_weight(p_self) if own else 0.0)) ** SUPPORT_POWER
+          * (math.exp(kappa) if correct else 1.0))
+
+
+# ---- text, tokens, latency ----------------------------------------------------------------------
 
 # Tokens: ~CHARS_PER_TOKEN characters per token (the usual English/BPE rule of thumb), plus
 # MESSAGE_OVERHEAD_TOKENS per message and REPLY_PRIMING_TOKENS per request (OpenAI's chat format).
@@ -75,46 +133,69 @@ CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
+# Prompt kinds a reply's length depends on: "answer" (no cue to reason), "reasoning" (a cue),
+# "aggregation" (a cue and candidates to weigh).
+KINDS = ("answer", "reasoning", "aggregation")
+
+# Visible prose tokens before the answer statement, by domain and kind, for a model of verbosity 1
+# (code replies add the program itself). [estimated: typical lengths of chat replies; the scale is
+# checked against the paper's reported costs in results/calibration.json `cost_check`]
+VISIBLE_TOKENS = {
+    "knowledge": {"answer": 30, "reasoning": 130, "aggregation": 150},
+    "math": {"answer": 110, "reasoning": 330, "aggregation": 360},
+    "code": {"answer": 0, "reasoning": 60, "aggregation": 80},
+    "generic": {"answer": 70, "reasoning": 140, "aggregation": 140},
+}
+# Hidden reasoning of reasoning models: "low" effort when nothing asks it to reason, "high" when
+# the prompt does (or asks to evaluate). A reasoning model always reasons and is billed for it; how
+# long follows the prompt, and so does its competence (the cue term). Length = mean *
+# exp(REASONING_DIFFICULTY_SLOPE * b) * lognormal(0, REASONING_SIGMA).            [estimated, see docs]
+REASONING_DIFFICULTY_SLOPE = 0.2
+REASONING_SIGMA = 0.25
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelBehaviour:
-  """Per-model style assumptions (not calibrated to anything measured; stated in the docs).
+  """Per-model style assumptions (stated in the docs).
 
   Attributes:
-    verbosity: multiplies the number of visible reasoning sentences.
-    reasoning_tokens: mean hidden reasoning tokens per domain (0 = not a reasoning model).
+    verbosity: multiplies visible prose length.
+    reasoning_low / reasoning_high: mean hidden reasoning tokens per domain at low / high effort
+      (empty = not a reasoning model).
     latency_base_s: time to first token.
     latency_per_token_s: seconds per completion token (hidden reasoning included).
   """
 
   verbosity: float
-  reasoning_tokens: Mapping[str, float]
+  reasoning_low: Mapping[str, float]
+  reasoning_high: Mapping[str, float]
   latency_base_s: float
   latency_per_token_s: float
 
+  @property
+  def reasons_hidden(self) -> bool:
+    return bool(self.reasoning_high)
 
-_NO_REASONING = {"code": 0.0, "math": 0.0, "knowledge": 0.0, "generic": 0.0}
+  def reasoning_mean(self, domain: str, high: bool) -> float:
+    table = self.reasoning_high if high else self.reasoning_low
+    return float(table.get(domain, 0.0))
+
+
+_NONE: Mapping[str, float] = {}
 
 BEHAVIOUR: Mapping[str, ModelBehaviour] = {
-    "gpt-5-mini": ModelBehaviour(1.0, {"code": 550, "math": 700, "knowledge": 250, "generic": 120},
-                                 0.8, 1 / 90),
-    "gpt-5-nano": ModelBehaviour(0.9, {"code": 650, "math": 800, "knowledge": 350, "generic": 150},
-                                 0.6, 1 / 140),
-    "qwen3-80b": ModelBehaviour(1.3, _NO_REASONING, 0.5, 1 / 120),
-    "qwen3-8b": ModelBehaviour(1.2, _NO_REASONING, 0.3, 1 / 150),
-    "deepseek-v3": ModelBehaviour(1.1, _NO_REASONING, 0.9, 1 / 40),
-    "deepseek-r1-14b": ModelBehaviour(1.0, {"code": 650, "math": 750, "knowledge": 400,
-                                            "generic": 200}, 0.5, 1 / 70),
-    "llama-8b": ModelBehaviour(0.9, _NO_REASONING, 0.3, 1 / 160),
-    "gemma-3-27b": ModelBehaviour(1.1, _NO_REASONING, 0.5, 1 / 60),
+    "gpt-5-mini": ModelBehaviour(1.0, {"knowledge": 60, "math": 350, "code": 250, "generic": 60},
+                                 {"knowledge": 130, "math": 800, "code": 500, "generic": 120}, 0.8, 1 / 90),
+    "gpt-5-nano": ModelBehaviour(0.9, {"knowledge": 90, "math": 450, "code": 300, "generic": 80},
+                                 {"knowledge": 180, "math": 900, "code": 600, "generic": 150}, 0.6, 1 / 140),
+    "qwen3-80b": ModelBehaviour(1.3, _NONE, _NONE, 0.5, 1 / 120),
+    "qwen3-8b": ModelBehaviour(1.2, _NONE, _NONE, 0.3, 1 / 150),
+    "deepseek-v3": ModelBehaviour(1.1, _NONE, _NONE, 0.9, 1 / 40),
+    # A thinking distillation: it thinks at length whatever the prompt says.
+    "deepseek-r1-14b": ModelBehaviour(1.0, {"knowledge": 350, "math": 750, "code": 600, "generic": 200},
+                                      {"knowledge": 400, "math": 850, "code": 650, "generic": 200}, 0.5, 1 / 70),
+    "llama-8b": ModelBehaviour(0.9, _NONE, _NONE, 0.3, 1 / 160),
+    "gemma-3-27b": ModelBehaviour(1.1, _NONE, _NONE, 0.5, 1 / 60),
 }
-# Hidden reasoning length: mean * exp(REASONING_DIFFICULTY_SLOPE * b) * lognormal(0, SIGMA).
-# Means are kept so that under the reference code's 2,048-token cap fewer than ~0.5% of calls
-# run out of budget (a truncated reply has no answer, which would bias calibration).
-REASONING_DIFFICULTY_SLOPE = 0.2
-REASONING_SIGMA = 0.25
 
-# Visible reasoning sentences per domain for (Base prompt, step-by-step prompt), before verbosity.
-SENTENCES = {"knowledge": (1, 4), "math": (2, 6), "code": (0, 3), "generic": (3, 3)}
-
-__all__ = ["COT_LOGIT_GAP"]
+__all__ = ["COT_LOGIT_GAP", "SLIP_RATE"]

@@ -1,8 +1,21 @@
-"""How the simulated pool reads a request: which item, which role, which context.
+"""How the simulated pool reads a request: which item, which lettering, which cue, which candidates.
 
-Everything here works on the text of the messages only (principle 1 of SIMULATOR.md). The
-phrasings it relies on are the shared prompt conventions (docs/simulator.md); when they are
-absent the reading degrades to "no role", "no context" or "unknown item", never to an error.
+Everything here works on the text of the messages only (principle 1 of SIMULATOR.md), and on no
+wording of the suite's own: the question is found wherever it sits, other agents' answers are
+read wherever they sit and under whatever header (or none), and the cue to reason is read from
+any of several ordinary phrasings. When something is absent the reading degrades to "unknown
+item", "no candidates" or "no cue", never to an error.
+
+- **Item**: the whole normalised question (lower case, whitespace collapsed) must occur in the
+  prompt. A question edited beyond that (a number changed, a word swapped) is not the item. For
+  multiple choice the stem is matched, then the options are read from the prompt and matched to
+  the item's options as a set, so a permuted prompt is recognised with its own lettering.
+- **Candidates**: every answer statement outside the question itself, in user and assistant
+  turns: MMLU "the answer is (X)" and its common variants, MATH the last ``\\boxed{}`` of each
+  statement, HumanEval+ each fenced code block that is more than the question's own prompt.
+- **Reasoning cue**: phrases asking to reason or to evaluate (`REASONING_CUES`), read from the
+  system and user text with the question's own text removed (a MATH problem that says "Evaluate
+  ..." asks nothing of the model).
 """
 
 from __future__ import annotations
@@ -12,113 +25,159 @@ import functools
 import re
 from typing import Sequence
 
-from hieramas_jax.benchmarks.data import BENCHMARKS, Item, load_items
+from hieramas_jax.benchmarks.data import BENCHMARKS, LETTERS, Item, load_items
 
-# Word shingles of this many words identify an item; shorter items are matched as a whole.
-SHINGLE_WORDS = 6
-# Fraction of an item's shingles that must appear in the request for it to count as recognised.
-MIN_COVERAGE = 0.6
-
-_WS = re.compile(r"\s+")
+# Items are indexed by their first KEY_WORDS normalised words (shorter questions by all of them).
+KEY_WORDS = 6
 
 
-def _words(text: str) -> list[str]:
-  return text.lower().split()
+def normalise(text: str) -> str:
+  """Lower case, whitespace collapsed: the only edits under which a question stays itself."""
+  return " ".join(text.lower().split())
 
 
-def _shingles(words: Sequence[str], n: int) -> list[str]:
-  return [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+def _recognition_text(item: Item) -> str:
+  """What must occur verbatim (after normalisation): the stem for multiple choice, else the question."""
+  return item.meta["stem"] if item.benchmark == "mmlu_redux" else item.question
 
 
 @dataclasses.dataclass(frozen=True)
 class Recognised:
+  """An item found in a prompt.
+
+  Attributes:
+    item: the benchmark item.
+    letters: for multiple choice, letters[k] is the letter under which the item's option k is
+      shown in this prompt (the identity "ABCD" when the prompt keeps the file's order or shows no
+      options); empty for other benchmarks.
+  """
+
   item: Item
-  coverage: float
+  letters: str = ""
+  shown: bool = dataclasses.field(default=False, compare=False)
+
+  def letter_of(self, option: int) -> str:
+    return self.letters[option]
+
+  def option_of(self, letter: str) -> int | None:
+    idx = self.letters.find(letter.upper())
+    return idx if idx >= 0 else None
+
+
+_OPTION_LINE = re.compile(r"^[ \t]*\(?([A-Da-d])[.):][ \t]+(.+?)[ \t]*$", re.M)
+
+
+def read_options(text: str) -> dict[str, str]:
+  """Lettered option lines ("A. ...", "(B) ...", "C) ...", "D: ...") -> {letter: normalised text}.
+
+  The first line of each letter after the stem wins (a later candidate quoting an option does
+  not relabel it).
+  """
+  out: dict[str, str] = {}
+  for m in _OPTION_LINE.finditer(text):
+    out.setdefault(m.group(1).upper(), normalise(m.group(2)))
+    if len(out) == 4:
+      break
+  return out
 
 
 class ItemIndex:
-  """Maps word shingles of every benchmark question to the items that contain them.
+  """Every benchmark question, indexed by its first words, for exact (normalised) recognition.
 
-  Built once at server start-up (about a second); a lookup costs one dict probe per word of the
-  request per distinct short-item length, so the hot path never touches the files.
+  Built once at server start-up (about a second). A lookup probes one dict per word of the prompt
+  per distinct short-question length and verifies candidates with a substring test; results are
+  cached per prompt text (the same question comes back in many requests).
   """
 
   def __init__(self, benchmarks: Sequence[str] = BENCHMARKS):
     self.items: list[Item] = [it for b in benchmarks for it in load_items(b)]
-    self._postings: dict[str, list[int]] = {}
-    self._n_keys: list[int] = []
-    self._short_lengths: set[int] = set()
-    # Fast path: first shingle -> items starting with it, verified by a substring test.
-    self._first: dict[str, list[int]] = {}
-    self._normalised: list[str] = []
+    self._text: list[str] = []
+    self._by_key: dict[str, list[int]] = {}
+    self._key_lengths: set[int] = set()
+    self._choices: list[tuple[str, ...]] = []
     for idx, item in enumerate(self.items):
-      words = _words(item.question)
-      self._normalised.append(" " + " ".join(words) + " ")
-      if len(words) >= SHINGLE_WORDS:
-        self._first.setdefault(" ".join(words[:SHINGLE_WORDS]), []).append(idx)
-      if len(words) >= SHINGLE_WORDS:
-        keys = set(_shingles(words, SHINGLE_WORDS))
-      else:
-        keys = {" ".join(words)}
-        self._short_lengths.add(len(words))
-      self._n_keys.append(len(keys))
-      for k in keys:
-        self._postings.setdefault(k, []).append(idx)
+      words = normalise(_recognition_text(item)).split()
+      self._text.append(" ".join(words))
+      self._choices.append(tuple(normalise(c) for c in item.meta.get("choices", ())))
+      n = min(KEY_WORDS, len(words))
+      if n:
+        self._key_lengths.add(n)
+        self._by_key.setdefault(" ".join(words[:n]), []).append(idx)
 
   @functools.lru_cache(maxsize=8192)  # ~2 KB per prompt text: ~16 MB at most
   def recognise(self, text: str) -> Recognised | None:
-    """The item whose question appears (almost) verbatim in `text`, or None.
+    """The item whose whole question occurs in `text` (earliest first, then longest), or None.
 
-    Fast path: an item whose whole normalised question occurs in the text (the earliest, and the
-    longest starting there, since a MATH problem can open an MMLU question). Otherwise a vote over word shingles
-    tolerates small edits (coverage >= MIN_COVERAGE). Cached per text: the same question comes
-    back in many requests (samples, models, roles).
+    Multiple-choice stems must also come with options matching the item's (in any order); when
+    several items share a stem, the options decide. A prompt showing no options at all keeps the
+    file's lettering.
     """
-    words = _words(text)
-    normalised = " " + " ".join(words) + " "
-    for i in range(len(words) - SHINGLE_WORDS + 1):
-      found = None
-      for idx in self._first.get(" ".join(words[i:i + SHINGLE_WORDS]), ()):
-        if (found is None or len(self._normalised[idx]) > len(self._normalised[found])) \
-            and self._normalised[idx] in normalised:
-          found = idx
-      if found is not None:  # the earliest question in the text, the longest one starting there
-        return Recognised(self.items[found], 1.0)
-    hits: dict[int, int] = {}
-    lengths = {SHINGLE_WORDS} | self._short_lengths
-    seen: set[str] = set()
-    for n in lengths:
-      if n > len(words):
-        continue
-      for key in _shingles(words, n):
-        if key in seen:
+    norm = normalise(text)
+    words = norm.split()
+    # Character offset of each word in `norm` (single spaces), for the substring test.
+    offsets, pos = [], 0
+    for w in words:
+      offsets.append(pos)
+      pos += len(w) + 1
+    for i in range(len(words)):
+      found: list[int] = []
+      for n in self._key_lengths:
+        if i + n > len(words):
           continue
-        seen.add(key)
-        for idx in self._postings.get(key, ()):
-          hits[idx] = hits.get(idx, 0) + 1
-    # Highest coverage wins; among full matches the item with more shingles wins (a MATH problem
-    # can sit verbatim inside an MMLU question); remaining ties go to the earlier item.
-    best, best_score = None, (0.0, 0, 0)
-    for idx, count in hits.items():
-      score = (count / self._n_keys[idx], count, -idx)
-      if score > best_score:
-        best, best_score = idx, score
-    best_cov = best_score[0]
-    if best is None or best_cov < MIN_COVERAGE:
-      return None
-    return Recognised(self.items[best], best_cov)
+        for idx in self._by_key.get(" ".join(words[i:i + n]), ()):
+          if norm.startswith(self._text[idx], offsets[i]):
+            found.append(idx)
+      if not found:
+        continue
+      # A multiple-choice item shown with its options wins over a MATH problem it quotes; a
+      # stem shown without options comes last. Then the longest question, then file order.
+      found.sort(key=lambda j: (-len(self._text[j]), j))
+      recognised = [rec for rec in (self._with_options(j, text) for j in found) if rec is not None]
+      if recognised:
+        return min(recognised, key=_preference)
+    return None
+
+  def _with_options(self, idx: int, text: str) -> Recognised | None:
+    item = self.items[idx]
+    if item.benchmark != "mmlu_redux":
+      return Recognised(item)
+    stem = item.meta["stem"].strip()
+    at = text.find(stem)
+    shown = read_options(text[at + len(stem):] if at >= 0 else text)
+    if not shown:
+      return Recognised(item, LETTERS)
+    choices = self._choices[idx]
+    if sorted(shown.values()) != sorted(choices):
+      return None  # options edited, or not this item's options: not this item
+    letters, free = [], dict(shown)
+    for c in choices:  # a duplicated option text takes the next free letter showing it
+      letter = next(l for l, t in free.items() if t == c)
+      letters.append(letter)
+      del free[letter]
+    return Recognised(item, "".join(letters), shown=True)
 
 
-# ---- request features ------------------------------------------------------------------------
+def _preference(rec: Recognised) -> int:
+  if rec.item.benchmark != "mmlu_redux":
+    return 1
+  return 0 if rec.shown else 2
+
+
+# ---- cues --------------------------------------------------------------------------------------
+
+# Ordinary ways of asking a model to reason, or to evaluate what it is shown. Phrases, not single
+# words, so that ordinary content rarely trips them; the sim's own reply texts contain none (test).
+REASONING_CUES = re.compile("|".join((
+    r"step[- ]by[- ]step", r"let'?s think", r"\bthink (?:carefully|through|about|hard|it through)",
+    r"\breason(?:ing)? (?:carefully|through|about|step)", r"show (?:your |all )?(?:work|reasoning|steps)",
+    r"explain (?:your |the )?(?:reasoning|answer|steps|solution)", r"chain[- ]of[- ]thought",
+    r"\bwork (?:it )?out\b", r"\bjustify", r"critically", r"\bevaluat(?:e|ing) (?:the|these|each|their|its|all)",
+    r"synthesi[sz]e", r"\bcritique", r"\bverify\b", r"\bexamine\b", r"\bweigh\b", r"double[- ]check",
+    r"\breview (?:the|these|each|their)", r"\bdecide\b", r"resolve (?:their|the) disagreements?",
+    r"updated (?:answer|response|solution)", r"identify (?:any )?(?:errors|mistakes)",
+)), re.I)
 
 _ROLE = re.compile(r"\bYou are an? ([A-Z][A-Za-z\-]*(?: [A-Z][A-Za-z\-]*){0,4})\s*[.,:]")
-_SYNTH = re.compile(r"synthesi[sz]e these responses|provided with a set of responses", re.I)
-_DECISION = re.compile(r"final decision maker", re.I)
-_COT = re.compile(r"step[- ]by[- ]step", re.I)
-# "### Response from Agent 2 (Math Solver):" / "### Proposal 1:" and close variants.
-_BLOCK_HEADER = re.compile(
-    r"^[ \t]*#{1,6}[ \t]*(?:Response from [^\n]*|Proposal[^\n]*|Agent \d+[^\n]*)$",
-    re.I | re.M)
 
 # Role name keywords -> the domain the role fits (SIMULATOR.md "role fit").
 ROLE_DOMAIN_KEYWORDS = (
@@ -141,98 +200,77 @@ def role_domain(role: str | None) -> str | None:
   return None
 
 
-@dataclasses.dataclass(frozen=True)
-class RequestView:
-  """What the behaviour model needs to know about a request."""
+# ---- answers anywhere in the context --------------------------------------------------------------
 
-  query_text: str           # user text before the first block of other agents' outputs
-  role: str | None          # "Math Solver"; None for "a helpful assistant" or no system message
-  kind: str                 # "single" | "peer" (has other agents' blocks) | "synth" | "decision"
-  asks_step_by_step: bool
-  context_blocks: tuple[str, ...]
-  context_chars: int
-
-
-def read_request(messages: Sequence[dict]) -> RequestView:
-  """Splits the messages into the query, the role and other agents' blocks."""
-  system = "\n".join(m["content"] for m in messages if m["role"] in ("system", "developer"))
-  users = [m["content"] for m in messages if m["role"] == "user"]
-  query_parts: list[str] = []
-  blocks: list[str] = []
-  for text in users:
-    heads = list(_BLOCK_HEADER.finditer(text))
-    if not heads:
-      query_parts.append(text)
-      continue
-    query_parts.append(text[:heads[0].start()])
-    for h, nxt in zip(heads, heads[1:] + [None]):
-      blocks.append(text[h.end(): nxt.start() if nxt else len(text)])
-  role_match = _ROLE.search(system)
-  role = role_match.group(1) if role_match else None
-  if _SYNTH.search(system):
-    kind = "synth"
-  elif _DECISION.search(system):
-    kind = "decision"
-  elif blocks:
-    kind = "peer"
-  else:
-    kind = "single"
-  query_text = "\n".join(query_parts)
-  return RequestView(
-      query_text=query_text,
-      role=role,
-      kind=kind,
-      # Only the caller's own text counts: other agents' replies may say "step by step" too.
-      asks_step_by_step=bool(_COT.search(query_text)),
-      context_blocks=tuple(blocks),
-      context_chars=sum(len(b) for b in blocks),
-  )
+# MMLU answer statements: "the answer is (C)", "Answer: C", "**Answer:** (C)", {"answer": "C"},
+# "\boxed{C}". Each occurrence is one candidate.
+_MMLU_STATEMENT = re.compile(
+    r"answer(?: is|:)\**[ \t]*:?[ \t]*\**[ \t]*\(?((?-i:[A-D]))\)?(?![A-Za-z])"
+    r"|\"answer\"[ \t]*:[ \t]*\"\(?((?-i:[A-D]))\)?\""
+    r"|\\boxed\{\(?((?-i:[A-D]))\)?\}", re.I)
+_CODE_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
+_FORMAT_MATH = re.compile(r"\\boxed|final answer", re.I)
+_DEF = re.compile(r"^\s*def\s+([A-Za-z_]\w*)\s*\(", re.M)
 
 
-# ---- answers found in other agents' blocks ---------------------------------------------------
-
-_MMLU_ANSWER = re.compile(r"answer is:?\s*\(?\s*([A-D])\s*\)?", re.I)
-_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
-
-
-def mmlu_vote(text: str) -> str | None:
-  found = _MMLU_ANSWER.findall(text)
-  return found[-1].upper() if found else None
+def boxed_contents(text: str) -> list[str]:
+  """Every non-empty \\boxed{...} (brace-matched), in order."""
+  out, start = [], 0
+  while True:
+    start = text.find("\\boxed", start)
+    if start < 0:
+      return out
+    i = text.find("{", start)
+    if i < 0:
+      return out
+    depth, j = 0, i
+    while j < len(text):
+      if text[j] == "{":
+        depth += 1
+      elif text[j] == "}":
+        depth -= 1
+        if depth == 0:
+          break
+      j += 1
+    inner = text[i + 1:j].strip()
+    if inner:
+      out.append(inner)
+    start = j + 1
 
 
 def last_boxed(text: str) -> str | None:
-  """Content of the last \\boxed{...} (brace-matched), or None."""
-  start = text.rfind("\\boxed")
-  if start < 0:
-    return None
-  i = text.find("{", start)
-  if i < 0:
-    return None
-  depth, j = 0, i
-  while j < len(text):
-    if text[j] == "{":
-      depth += 1
-    elif text[j] == "}":
-      depth -= 1
-      if depth == 0:
-        return text[i + 1:j]
-    j += 1
-  return None
+  """Content of the last non-empty \\boxed{...}, or None."""
+  found = boxed_contents(text)
+  return found[-1] if found else None
+
+
+def mmlu_statements(text: str) -> list[str]:
+  """Every MMLU answer letter stated in `text`, in order."""
+  return [next(g for g in m.groups() if g).upper() for m in _MMLU_STATEMENT.finditer(text)]
+
+
+def mmlu_vote(text: str) -> str | None:
+  found = mmlu_statements(text)
+  return found[-1] if found else None
+
+
+def code_blocks(text: str) -> list[str]:
+  return [b for b in _CODE_BLOCK.findall(text) if b.strip()]
+
+
+def code_block(text: str) -> str | None:
+  blocks = code_blocks(text)
+  return blocks[-1] if blocks else None
 
 
 _MATH_NOISE = re.compile(r"\\left|\\right|\\!|\\,|\\;|\\ |\s|\$")
 
 
 def math_key(answer: str) -> str:
-  """Loose normal form of a MATH answer, used only to group identical votes."""
+  """Loose normal form of a MATH answer, used only to group identical answers."""
   s = _MATH_NOISE.sub("", answer)
   s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac").rstrip(".")
   return s
-
-
-def code_block(text: str) -> str | None:
-  blocks = _CODE_BLOCK.findall(text)
-  return blocks[-1] if blocks else None
 
 
 def code_key(code: str) -> str:
@@ -244,3 +282,114 @@ def code_key(code: str) -> str:
     if stripped.strip():
       lines.append(stripped)
   return "\n".join(lines)
+
+
+# ---- the request as a whole --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestView:
+  """What the behaviour model needs to know about a request.
+
+  Attributes:
+    recognised: the item and its lettering in this prompt, or None.
+    answer_format: for an unknown question, the format the prompt asks for: "mcq" (lettered
+      options), "math" (a boxed or final answer), "code" (a Python function), or "generic".
+    role: "Math Solver" from "You are a Math Solver."; None for "a helpful assistant" or none.
+    reasons: the caller asks it to reason or to evaluate (REASONING_CUES).
+    candidates: answers stated outside the question (letters in this prompt's lettering, MATH
+      boxed contents, code blocks), in order of appearance.
+    context_chars: characters of the prompt outside the question (what dilutes attention).
+    query_text: the user text (for the generic reply of an unknown prompt).
+    code_entry: the first function name defined in the prompt (unknown code questions).
+  """
+
+  recognised: Recognised | None
+  answer_format: str
+  role: str | None
+  reasons: bool
+  candidates: tuple[str, ...]
+  context_chars: int
+  query_text: str
+  code_entry: str | None = None
+
+  @property
+  def item(self) -> Item | None:
+    return self.recognised.item if self.recognised else None
+
+
+def read_request(messages: Sequence[dict], index: ItemIndex | None = None) -> RequestView:
+  """Reads item, format, role, cue and candidates from the messages (see the module docstring).
+
+  Cached per (index, messages): the same messages come back for every sample, proposer seat and
+  model that is sent them.
+  """
+  return _read_cached(index or default_index(), tuple((m["role"], m["content"]) for m in messages))
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_cached(index: "ItemIndex", turns: tuple[tuple[str, str], ...]) -> RequestView:
+  return _read(index, [{"role": r, "content": c} for r, c in turns])
+
+
+def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
+  system = "\n".join(m["content"] for m in messages if m["role"] in ("system", "developer"))
+  user = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
+  dialogue = "\n\n".join(m["content"] for m in messages if m["role"] in ("user", "assistant", "tool"))
+  recognised = index.recognise(user) if user else None
+  role_match = _ROLE.search(system)
+  role = role_match.group(1) if role_match else None
+  if recognised is None:
+    def_match = _DEF.search(user)
+    return RequestView(recognised=None, answer_format=_unknown_format(user), role=role,
+                       reasons=bool(REASONING_CUES.search(system + "\n" + user)), candidates=(),
+                       context_chars=0, query_text=user, code_entry=def_match.group(1) if def_match else None)
+  item = recognised.item
+  if item.benchmark == "humaneval_plus":
+    # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
+    # dropping any block that is only the question's own prompt.
+    prompt_key = code_key(item.question)
+    candidates = tuple(b for b in code_blocks(dialogue) if code_key(b) != prompt_key)
+  else:
+    stripped = without_question(dialogue, item)
+    candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux" else boxed_contents(stripped))
+  context_chars = len(without_question(dialogue, item).strip()) if candidates else 0
+  instruction = without_question(system + "\n" + user, item)
+  return RequestView(recognised=recognised, answer_format=FORMAT_OF[item.benchmark], role=role,
+                     reasons=bool(REASONING_CUES.search(instruction)), candidates=candidates,
+                     context_chars=context_chars, query_text=user)
+
+
+FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
+
+
+def without_question(text: str, item: Item) -> str:
+  """`text` with every occurrence of the question (for MMLU: its stem and option lines) blanked."""
+  out = text
+  if item.benchmark == "mmlu_redux":
+    out = _OPTION_LINE.sub(" ", out)
+    needle = item.meta["stem"]
+  else:
+    needle = item.question
+  if needle in out:
+    return out.replace(needle, " ")
+  # Re-wrapped in the prompt (whitespace changed): blank it on the normalised text.
+  return normalise(out).replace(normalise(needle), " ")
+
+
+def _unknown_format(user: str) -> str:
+  if len(read_options(user)) == 4:
+    return "mcq"
+  if _DEF.search(user) and ("```" in user or "python" in user.lower() or '"""' in user):
+    return "code"
+  if _FORMAT_MATH.search(user):
+    return "math"
+  return "generic"
+
+
+@functools.lru_cache(maxsize=1)
+def default_index() -> ItemIndex:
+  return ItemIndex()
+
+
+__all__ = ["ItemIndex", "Recognised", "RequestView", "read_request", "REASONING_CUES", "LETTERS"]

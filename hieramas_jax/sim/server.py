@@ -240,7 +240,7 @@ def completion(config: SimConfig, behaviour: BehaviourModel, req: dict, raw: byt
   usage: dict[str, Any] = {"prompt_tokens": n_prompt, "completion_tokens": completion_tokens,
                            "total_tokens": n_prompt + completion_tokens}
   behave = P.BEHAVIOUR[model]
-  if any(v > 0 for v in behave.reasoning_tokens.values()):
+  if behave.reasons_hidden:
     usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
   body = {
       "id": "chatcmpl-" + hashlib.blake2b(raw, digest_size=12, key=str(config.seed).encode()).hexdigest(),

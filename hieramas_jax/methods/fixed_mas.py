@@ -1,0 +1,31 @@
+"""A method that runs one fixed MAS structure (built per benchmark and pool) on every query.
+
+Used by the sim's calibration and validation (Full-Graph, Mixture-of-Agents supernodes, chains) and
+by any baseline that is a fixed graph; the structure comes from `mas/structures.py` or a builder of
+the caller's, so the Table 1 rows and the sim's validation run the same system.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.llm.registry import PoolSetting
+from hieramas_jax.mas.config import MASConfig
+from hieramas_jax.mas.runtime import run_mas
+from hieramas_jax.mas.trace import Trace
+from hieramas_jax.methods.api import RunContext, Untrained
+
+Builder = Callable[[str, PoolSetting], MASConfig]
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedMAS(Untrained):
+  """`build(benchmark, pool) -> MASConfig`, executed by the MAS runtime with the run's settings."""
+
+  name: str
+  build: Builder = dataclasses.field(compare=False)
+
+  async def solve(self, ctx: RunContext, item: Item) -> Trace:
+    return await run_mas(ctx.client, item, self.build(item.benchmark, ctx.pool), ctx.settings, method=self.name)
