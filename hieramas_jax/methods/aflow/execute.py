@@ -1,54 +1,83 @@
 """Running model-written code for AFlow's Programmer and Test operators, in the suite's sandbox.
 
-Both go through `benchmarks.sandbox.run_job` (a fresh child process with rlimits, the reliability guard,
-a temporary directory and a process-group kill): the Programmer's `solve()` writes its result to a file
-the parent reads back; the Test operator's public examples run as a `check` function. Nothing
-model-written ever runs in this process.
+Both go through `benchmarks.sandbox.run_child`, the graders' own isolation (bubblewrap where it runs, a
+fresh process group and rlimits otherwise): the child runs the program and reports each call's output
+as plain JSON; this side decodes and compares. The Programmer's `solve()` is called once with no
+arguments and its value read back; the Test operator calls the function on the arguments of the
+prompt's public examples and compares with their expected values here. Nothing model-written ever runs
+in this process.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+from typing import Any
 
 from hieramas_jax.benchmarks import sandbox
 from hieramas_jax.benchmarks.data import Item
 
-LIMITS = sandbox.SandboxLimits(wall_s=15.0, cpu_s=10, load_s=5.0, check_s=5.0)
-RESULT_FILE = "result.txt"
-_CAPTURE = (f"def check(candidate):\n"
-            f"  value = candidate()\n"
-            f"  with open({RESULT_FILE!r}, 'w') as f:\n"
-            f"    f.write(repr(value)[:2000])\n")
+LIMITS = sandbox.SandboxLimits(wall_s=15.0, cpu_s=10, load_s=5.0)
+CALL_S = 5.0
 
 
-def _job(program: str, entry_point: str, test: str) -> dict:
-  return {"mode": "candidate", "program": program, "entry_point": entry_point, "test": test, "base_input": [],
-          "plus_input": [], "atol": 0.0, "expected": {"base": [], "plus": [], "base_digest": [], "plus_digest": []},
-          "time_limits": {"base": [], "plus": []}}
+async def _run(program: str, entry_point: str, inputs: list[list[Any]]) -> tuple[list[dict], str | None]:
+  """Runs `entry_point(*args)` for each input; returns (the per-input report records, a failure or None)."""
+  records: list[dict] = []
+  failure: list[str] = []
+
+  def on_line(line: bytes):
+    try:
+      rec = json.loads(line)
+    except ValueError:
+      failure.append("malformed report from the sandbox")
+      return sandbox.Stop("malformed")
+    if not isinstance(rec, dict):
+      failure.append("malformed report from the sandbox")
+      return sandbox.Stop("malformed")
+    if "done" in rec:
+      return sandbox.Stop("done", let_exit=True)
+    if "i" not in rec:
+      failure.append(str(rec.get("error", "no result"))[:300])
+      return sandbox.Stop("error")
+    records.append(rec)
+    return None
+
+  job = {"mode": "candidate", "program": program, "entry_point": entry_point, "inputs": inputs,
+         "time_limits": [CALL_S] * len(inputs)}
+  outcome = await sandbox.run_child(job, LIMITS, on_line)
+  if failure:
+    return records, failure[0]
+  if outcome.timed_out:
+    return records, "time limit exceeded"
+  if len(records) < len(inputs):
+    return records, f"no result (exit code {outcome.returncode})"
+  return records, None
+
+
+def _value(rec: dict) -> Any:
+  if "error" in rec:
+    raise ValueError(str(rec["error"])[:300])
+  if "out" not in rec:
+    raise ValueError("the output is too large to read back")
+  return sandbox.child.decode(rec["out"])
 
 
 async def run_solve(code: str) -> tuple[bool, str]:
-  """Runs a program that defines `solve()` and returns (ok, repr of its result or the error)."""
-  outcome, files = await sandbox.run_job(_job(code, "solve", _CAPTURE), LIMITS, keep_files=(RESULT_FILE,))
-  if outcome.timed_out:
-    return False, "time limit exceeded"
-  record = outcome.record or {}
-  if record.get("ok") and RESULT_FILE in files:
-    return True, files[RESULT_FILE].decode("utf-8", "replace")
-  return False, str(record.get("error") or f"no result (exit {outcome.returncode})")
-
-
-def _is_expression(text: str) -> bool:
+  """Runs a program that defines `solve()`; returns (ok, repr of its result or the error)."""
+  records, failure = await _run(code, "solve", [[]])
+  if failure:
+    return False, failure
   try:
-    ast.parse(text, mode="eval")
-    return True
-  except SyntaxError:
-    return False
+    return True, repr(_value(records[0]))[:2000]
+  except (ValueError, TypeError) as e:
+    return False, str(e)
 
 
 def public_examples(item: Item) -> list[tuple[str, str]]:
-  """(call, expected) pairs from the task's docstring examples (`>>> f(x)` / `f(x) => y` forms).
+  """(call, expected) pairs from the task's docstring examples (`>>> f(x)` / `f(x) => y` forms) whose
+  arguments and expected value are literals.
 
   These are the examples the prompt shows every solver, not the hidden base or plus tests.
   """
@@ -64,24 +93,43 @@ def public_examples(item: Item) -> list[tuple[str, str]]:
       if not arrow:
         continue
       call, expected = arrow.group(1), arrow.group(2).rstrip(".")
-    if expected and _is_expression(call) and _is_expression(expected):
+    if _literal_args(call) is not None and _literal(expected) is not None:
       pairs.append((call, expected))
   return pairs
 
 
-def examples_check(examples: list[tuple[str, str]]) -> str:
-  body = "".join(f"  assert ({call}) == ({expected}), {call + ' should be ' + expected!r}\n"
-                 for call, expected in examples)
-  return "def check(candidate):\n" + (body or "  pass\n")
+def _literal(text: str) -> tuple[Any] | None:
+  try:
+    return (ast.literal_eval(text),)
+  except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    return None
+
+
+def _literal_args(call: str) -> list[Any] | None:
+  try:
+    node = ast.parse(call, mode="eval").body
+  except SyntaxError:
+    return None
+  if not isinstance(node, ast.Call) or node.keywords:
+    return None
+  try:
+    return [ast.literal_eval(a) for a in node.args]
+  except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    return None
 
 
 async def run_examples(item: Item, program: str) -> tuple[bool, str]:
-  """Runs `program` (the prompt + the candidate) against the public examples: (passed, error message)."""
+  """Runs `program` (the prompt + the candidate) on the public examples: (passed, what failed)."""
   examples = public_examples(item)
-  outcome, _ = await sandbox.run_job(_job(program, item.meta["entry_point"], examples_check(examples)), LIMITS)
-  if outcome.timed_out:
-    return False, "time limit exceeded"
-  record = outcome.record or {}
-  if record.get("ok"):
-    return True, ""
-  return False, str(record.get("error") or f"no result (exit {outcome.returncode})")
+  records, failure = await _run(program, item.meta["entry_point"], [_literal_args(c) for c, _ in examples])
+  for (call, expected), rec in zip(examples, records):
+    try:
+      got = _value(rec)
+    except (ValueError, TypeError) as e:
+      return False, f"{call} raised: {e}"
+    want = ast.literal_eval(expected)
+    if got != want:
+      return False, f"{call} should be {expected}, got {got!r}"[:500]
+  if failure:
+    return False, failure
+  return True, ""
