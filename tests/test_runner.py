@@ -20,7 +20,8 @@ from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.methods import RunContext, known_methods, make_method
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
-pytestmark = pytest.mark.slow
+# Every method fits (JAX compiles included) in the module's first test: minutes on a busy 2-core machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 # Tiny budgets: each learned method takes a few real training steps on a few queries.
 TINY = {
