@@ -168,14 +168,14 @@ def test_against_the_sim_the_strong_model_solves_more_and_the_cheap_one_costs_le
   from hieramas_jax.llm.endpoint import make_endpoint  # pylint: disable=import-outside-toplevel
   from hieramas_jax.sim.server import SimConfig, start_sim_in_thread  # pylint: disable=import-outside-toplevel
   items = list(load_items("mmlu_redux")[:30])
-  space = oracle.SearchSpace.make("mmlu_redux", POOL, num_proposers=2, num_random_graphs=0)
-  everywhere = {c.family: c.to_mas(space) for c in oracle.structured_candidates(space)}
+  # One agent answering alone (no decision node: with one, the strong decider would mask the agent).
+  alone = {m: build_config([("Critic", [], m)], None) for m in ("gpt-5-mini", "llama-8b")}
   handle = start_sim_in_thread(SimConfig(seed=0))
 
   async def go():
     async with LLMClient(make_endpoint("sim", base_url=handle.base_url), cache=None) as client:
-      strong = await oracle.evaluate_configuration(client, items, everywhere["structured:gpt-5-mini-alone-Critic"])
-      cheap = await oracle.evaluate_configuration(client, items, everywhere["structured:llama-8b-alone-Critic"])
+      strong = await oracle.evaluate_configuration(client, items, alone["gpt-5-mini"])
+      cheap = await oracle.evaluate_configuration(client, items, alone["llama-8b"])
       return strong, cheap
 
   try:
