@@ -78,6 +78,29 @@ async def embed(texts: Sequence[str], model: str) -> np.ndarray:
   return await asyncio.to_thread(embed_now, list(texts), model)
 
 
+class QueryEmbeddings:
+  """Question embeddings of one method instance, embedded once per text and then read from memory.
+
+  A learned baseline embeds every training question once when its fit starts and every test question
+  once in `prepare`; its steps and solves then read the table without touching the encoder lock, so
+  they never wait behind another cell's long embedding job.
+  """
+
+  def __init__(self, model: str):
+    self.model = model
+    self._rows: dict[str, np.ndarray] = {}
+
+  async def ensure(self, texts: Sequence[str]) -> None:
+    missing = list(dict.fromkeys(t for t in texts if t not in self._rows))
+    if missing:
+      for text, row in zip(missing, await embed(missing, self.model)):
+        self._rows[text] = row
+
+  async def get(self, texts: Sequence[str]) -> np.ndarray:
+    await self.ensure(texts)
+    return np.stack([self._rows[t] for t in texts])
+
+
 def role_texts(roles: Sequence[str], descriptions: Sequence[str]) -> list[str]:
   """Role-profile texts ("Role: description"), the same strings HieraMAS embeds (one cache entry each)."""
   return [f"{r}: {d}" for r, d in zip(roles, descriptions)]

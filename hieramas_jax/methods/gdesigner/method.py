@@ -33,7 +33,7 @@ from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
-from hieramas_jax.methods.common import ParamState, check_pool, embed, embed_now, role_texts
+from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, role_texts
 from hieramas_jax.methods.gdesigner import model
 
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
@@ -79,6 +79,7 @@ class GDesigner:
     self.net = model.TopologyNet(num_nodes=len(self.roles), temperature=config.temperature)
     self.params = None
     self._role_emb: np.ndarray | None = None
+    self.queries = QueryEmbeddings(config.encoder)
 
   def describe(self) -> dict[str, Any]:
     return {"benchmark": self.benchmark, "pool": self.pool_name, "seed": self.seed, **dataclasses.asdict(self.config)}
@@ -111,12 +112,13 @@ class GDesigner:
     await asyncio.to_thread(self._role_embeddings)
     template = await asyncio.to_thread(self._fresh_state)
     state = state_store.restore(template) or template
+    await self.queries.ensure([it.question for it in train])  # one embedding job, not one per step
     bound = ctx.query_bound(32)
     history = []
     for step in range(int(state["step"]), self.config.iterations):
       idx = batch_indices(self.seed, step, self.config.batch_size, len(train))
       batch = [train[i] for i in idx]
-      query_emb = await embed([it.question for it in batch], self.config.encoder)
+      query_emb = await self.queries.get([it.question for it in batch])
       self.params = state["params"]
       # Jitted calls in a worker thread: the first compiles for seconds while other cells keep running.
       probs = await asyncio.to_thread(self._probs, query_emb)
@@ -160,8 +162,7 @@ class GDesigner:
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
     await asyncio.to_thread(self._role_embeddings)
-    if items:
-      await embed([it.question for it in items], self.config.encoder)
+    await self.queries.ensure([it.question for it in items])
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     check_pool(self.name, self.pool_name, ctx)
@@ -169,7 +170,7 @@ class GDesigner:
       if self.config.iterations:
         raise MethodError("gdesigner.solve before fit() or load()")
       self.params = self._fresh_state()["params"]
-    probs = (await asyncio.to_thread(self._probs, await embed([item.question], self.config.encoder)))[0]
+    probs = (await asyncio.to_thread(self._probs, await self.queries.get([item.question])))[0]
     rng = np.random.default_rng([self.seed, _SOLVE_STREAM, zlib.crc32(item.id.encode())])
     adjs, _ = model.sample_rounds(probs, self.config.rounds, rng)
     trace = await run_rounds(ctx.client, item, self._rounds_config(adjs, ctx.pool.strong), ctx.settings,

@@ -48,7 +48,7 @@ class HieraMASError(MethodError):
 
 
 CONFIG_FILE = "hieramas.json"
-EMBED_CHUNK = 64  # queries per encoder-lock hold (x R roles texts)
+EMBED_CHUNK = 16  # queries per encoder-lock hold (x R role texts: a few seconds of encoding)
 
 
 def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:

@@ -37,7 +37,7 @@ from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
-from hieramas_jax.methods.common import ParamState, check_pool, embed, embed_now, role_texts
+from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, role_texts
 from hieramas_jax.methods.masrouter import model
 
 # Collaboration modes and their profiles (after the public code's reasoning_profile; our wording).
@@ -130,6 +130,7 @@ class MASRouter:
     self.net = model.RouterNet(max_agents=config.max_agents)
     self.params = None
     self._static: dict[str, np.ndarray] | None = None
+    self.queries = QueryEmbeddings(config.encoder)
 
   @property
   def batch_size(self) -> int:
@@ -162,7 +163,7 @@ class MASRouter:
     """The controller's inputs, roles and LLMs padded to MAX_ROLES / MAX_LLMS rows: one compiled program per
     batch size serves every benchmark and pool."""
     s = await asyncio.to_thread(self._static_embeddings)
-    q = await embed([it.question for it in items], self.config.encoder)
+    q = await self.queries.get([it.question for it in items])
 
     def pad(rows: np.ndarray, size: int) -> tuple[jax.Array, jax.Array]:
       out = np.zeros((size, rows.shape[1]), np.float32)
@@ -206,6 +207,7 @@ class MASRouter:
     store = ParamState(ctx.require_state_dir(self.name) / "checkpoints")
     template = await asyncio.to_thread(self._fresh_state)
     state = store.restore(template) or template
+    await self.queries.ensure([it.question for it in train])  # one embedding job, not one per step
     bound = ctx.query_bound(32)
     steps = self._steps(len(train))
     labels_for = jnp.full((self.batch_size,), TASK_INDEX[DOMAIN[self.benchmark]], jnp.int32)
@@ -252,8 +254,7 @@ class MASRouter:
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
     await asyncio.to_thread(self._static_embeddings)
-    if items:
-      await embed([it.question for it in items], self.config.encoder)
+    await self.queries.ensure([it.question for it in items])
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     check_pool(self.name, self.pool_name, ctx)
