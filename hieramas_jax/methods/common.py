@@ -106,6 +106,16 @@ def role_texts(roles: Sequence[str], descriptions: Sequence[str]) -> list[str]:
   return [f"{r}: {d}" for r, d in zip(roles, descriptions)]
 
 
+async def off_loop(fn, *args, **kwargs):
+  """`fn(*args, **kwargs)` in a worker thread, its JAX results ready before control returns.
+
+  A jitted call's first run compiles for seconds, and JAX dispatches asynchronously: reading a result
+  on the event loop (`float(loss)`, `np.asarray(choices)`) would block every other cell until the
+  computation ends. Here both the compile and the wait happen in the worker thread.
+  """
+  return await asyncio.to_thread(lambda: jax.block_until_ready(fn(*args, **kwargs)))
+
+
 def check_pool(method: str, built_for: str, ctx: RunContext) -> None:
   """A method built for one pool setting refuses a context of another (its models would not match)."""
   if ctx.pool.name != built_for:

@@ -33,7 +33,7 @@ from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
-from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, role_texts
+from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
 from hieramas_jax.methods.gdesigner import model
 
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
@@ -136,7 +136,7 @@ class GDesigner:
       utility = jnp.asarray(solved, jnp.float32)
       considered = jnp.asarray(np.stack([d[1].considered for d in draws]))
       chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
-      new_state, loss = await asyncio.to_thread(
+      new_state, loss = await off_loop(
           model.train_step, state, model.query_graphs(self._role_embeddings(), query_emb), considered, chosen,
           utility, net=self.net, lr=self.config.lr)
       if not np.isfinite(float(loss)):

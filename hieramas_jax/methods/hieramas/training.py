@@ -45,6 +45,7 @@ from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.learn.encoder import get_encoder
 from hieramas_jax.llm.registry import get_model
 from hieramas_jax.mas.runtime import ChatClient, RunSettings
+from hieramas_jax.methods.common import off_loop
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards, run_rollouts, system_rewards
 
@@ -194,7 +195,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
       nonlocal best
       # Jitted steps run in a worker thread: their first call compiles for seconds, and the event loop
       # meanwhile keeps serving the other cells of a table.
-      choices = np.asarray(await asyncio.to_thread(stage1_lib.greedy, state, val_inputs))
+      choices = np.asarray(await off_loop(stage1_lib.greedy, state, val_inputs))
       rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=bound,
                                     grade_nodes=False)
       v = summarize_rollouts(rollouts, cfg.reward_k)
@@ -221,7 +222,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         # G samples of each query, consecutive (the leave-one-out baseline groups them).
         idx = np.repeat(batch_indices(cfg.seed, step, cfg.stage1_batch, len(train)), cfg.stage1_samples)
         inputs = emb.policy_inputs(train_qr[idx])
-        choices, tau = await asyncio.to_thread(stage1_lib.sample_step, state, inputs, keys["sample"], s1cfg)
+        choices, tau = await off_loop(stage1_lib.sample_step, state, inputs, keys["sample"], s1cfg)
         graphs = random_graphs(jax.random.fold_in(keys["graph"], step), len(idx), setup.num_roles,
                                cfg.stage1_min_density, cfg.stage1_max_density)
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
@@ -233,7 +234,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
           system = jnp.asarray(system_rewards([r.system_solved for r in rollouts], [r.system_cost for r in rollouts],
                                               k=cfg.reward_k))
         batch = stage1_lib.Stage1Batch(inputs, choices, jnp.asarray(rewards), tau, jnp.asarray(effective), system)
-        state, metrics = await asyncio.to_thread(stage1_lib.update_step, state, batch, keys["update"])
+        state, metrics = await off_loop(stage1_lib.update_step, state, batch, keys["update"])
         stage1_lib.check_finite(metrics, step)
         done = step + 1
         summary = summarize_rollouts(rollouts, cfg.reward_k)
@@ -311,8 +312,8 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   """
   keys = stage2_keys(cfg)
   g = cfg.stage2_graphs
-  choices = np.asarray(await asyncio.to_thread(stage1_lib.greedy, policy_state,
-                                               emb.policy_inputs(emb.query_role(train))))
+  choices = np.asarray(await off_loop(stage1_lib.greedy, policy_state,
+                                        emb.policy_inputs(emb.query_role(train))))
   adjacency = np.stack([random_graphs(jax.random.fold_in(keys["graphs"], i), g, setup.num_roles,
                                       cfg.stage2_min_density, cfg.stage2_max_density) for i in range(len(train))])
   flat_items = [it for it in train for _ in range(g)]

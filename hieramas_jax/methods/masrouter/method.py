@@ -37,7 +37,7 @@ from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
-from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, role_texts
+from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
 from hieramas_jax.methods.masrouter import model
 
 # Collaboration modes and their profiles (after the public code's reasoning_profile; our wording).
@@ -217,7 +217,7 @@ class MASRouter:
       inputs = await self._inputs(batch)
       rng = jax.random.fold_in(jax.random.key(self.seed), _TRAIN_STREAM * 1_000_003 + step)
       # Jitted calls in a worker thread: the first compiles for seconds while other cells keep running.
-      out = await asyncio.to_thread(model.sample, state["params"], inputs, rng, net=self.net)
+      out = await off_loop(model.sample, state["params"], inputs, rng, net=self.net)
       systems = [self.system(out.choices, b) for b in range(len(batch))]
 
       async def one(b):
@@ -230,8 +230,8 @@ class MASRouter:
       solved = np.array([r[0] for r in results])
       cost = np.array([r[1] for r in results])
       utility = jnp.asarray(solved - self.cost_rate * cost, jnp.float32)
-      new_state, loss = await asyncio.to_thread(model.train_step, state, inputs, rng, out.choices, labels_for, utility,
-                                                net=self.net, lr=self.config.lr)
+      new_state, loss = await off_loop(model.train_step, state, inputs, rng, out.choices, labels_for, utility,
+                                       net=self.net, lr=self.config.lr)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"masrouter: non-finite loss at step {step}")
       state = new_state
@@ -262,7 +262,7 @@ class MASRouter:
       raise MethodError("masrouter.solve before fit() or load()")
     inputs = await self._inputs([item])
     rng = jax.random.fold_in(jax.random.key(self.seed), _SOLVE_STREAM * 1_000_003 + zlib.crc32(item.id.encode()))
-    out = await asyncio.to_thread(model.sample, self.params, inputs, rng, net=self.net)
+    out = await off_loop(model.sample, self.params, inputs, rng, net=self.net)
     mode, system = self.system(out.choices, 0)
     trace = await run_rounds(ctx.client, item, system, ctx.settings, method=self.name)
     trace.extra.update({"mode": mode, "agents": int(out.choices.agents[0]),
