@@ -47,7 +47,8 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   x = np.concatenate([role, np.repeat(query, 3, 0)], 1)
   h = np.maximum(_gcn_reference(x, chain, p["gcn1"]["kernel"], p["gcn1"]["bias"]), 0)
   h = _gcn_reference(h, chain, p["gcn2"]["kernel"], p["gcn2"]["bias"])
-  z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0) @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
+  z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0)
+  z = z @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
   s = z @ z.T
   expected = 1 / (1 + np.exp(-(s - s.min()) / (s.max() - s.min())))
   np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-6)
@@ -83,7 +84,8 @@ def test_masrouter_loss_terms_against_hand_computed_values():
   # VAE: MSE + KL to N(0, 0.1^2), by hand on two numbers.
   x, x_hat, mu, log_var = jnp.array([1.0, 2.0]), jnp.array([1.5, 2.0]), jnp.array([0.1, -0.2]), jnp.array([0.0, -1.0])
   mse = (0.25 + 0.0) / 2
-  kld = -0.5 * np.mean([1 - math.log(0.01) + lv - (m * m + math.exp(lv)) / 0.01 for m, lv in ((0.1, 0.0), (-0.2, -1.0))])
+  kld = -0.5 * np.mean([1 - math.log(0.01) + lv - (m * m + math.exp(lv)) / 0.01
+                        for m, lv in ((0.1, 0.0), (-0.2, -1.0))])
   assert float(mr.vae_loss(x_hat, x, mu, log_var)) == pytest.approx(mse + kld, rel=1e-6)
   # The whole loss: CE + mean(-u log P) + 0.001 VAE.
   out = mr.RouterOut(None, jnp.array([-2.0, -1.0]), jnp.array([[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]]), None,
@@ -94,9 +96,7 @@ def test_masrouter_loss_terms_against_hand_computed_values():
 
 def test_masrouter_log_prob_is_the_log_of_its_own_decision_probabilities():
   rng = np.random.default_rng(0)
-  x = mr.RouterInputs(jnp.asarray(rng.normal(size=(3, 8)), jnp.float32), jnp.asarray(rng.normal(size=(3, 8)), jnp.float32),
-                      jnp.asarray(rng.normal(size=(6, 8)), jnp.float32), jnp.asarray(rng.normal(size=(4, 8)), jnp.float32),
-                      jnp.asarray(rng.normal(size=(5, 8)), jnp.float32))
+  x = mr.RouterInputs(*(jnp.asarray(rng.normal(size=(n, 8)), jnp.float32) for n in (3, 3, 6, 4, 5)))
   net = mr.RouterNet(max_agents=6, hidden=6)
   params = mr.init_params(jax.random.key(0), x, net=net)
   out = mr.sample(params, x, jax.random.key(7), net=net)
@@ -115,8 +115,9 @@ def test_masrouter_log_prob_is_the_log_of_its_own_decision_probabilities():
   np.testing.assert_allclose(np.asarray(again.log_prob), np.asarray(out.log_prob), rtol=1e-6)
   # Padded role and LLM tables (one compiled program for every benchmark and pool): padding is never
   # chosen and has probability 0.
-  padded = x._replace(roles=jnp.concatenate([x.roles, jnp.ones((4, 8))]), llms=jnp.concatenate([x.llms, jnp.ones((3, 8))]),
-                      role_mask=jnp.arange(8) < 4, llm_mask=jnp.arange(8) < 5)
+  padded = x._replace(roles=jnp.concatenate([x.roles, jnp.ones((4, 8))]),
+                      llms=jnp.concatenate([x.llms, jnp.ones((3, 8))]), role_mask=jnp.arange(8) < 4,
+                      llm_mask=jnp.arange(8) < 5)
   outp = mr.sample(params, padded, jax.random.key(7), net=net)
   assert int(outp.choices.roles.max()) < 4 and int(outp.choices.llms.max()) < 5
   assert float(outp.role_probs[..., 4:].max()) == 0.0 and float(outp.llm_probs[:, 5:].max()) == 0.0
@@ -219,7 +220,8 @@ def test_full_graph_and_random_graph_use_every_role_with_the_strong_model():
   assert len(full.extra["config"]["edges"]) == 8 * 7 // 2
   random_graph = make_method("random_graph")
   a = random_graph.graph_for(3, MMLU, 8)
-  assert np.array_equal(a, random_graph.graph_for(3, MMLU, 8)) and not np.array_equal(a, random_graph.graph_for(4, MMLU, 8))
+  assert np.array_equal(a, random_graph.graph_for(3, MMLU, 8))
+  assert not np.array_equal(a, random_graph.graph_for(4, MMLU, 8))
   trace = asyncio.run(random_graph.solve(ctx, MMLU))
   assert len(trace.calls) == 8 * 3 + 1 and 0.25 <= trace.extra["graph_density"] <= 0.75
 

@@ -130,5 +130,6 @@ def test_config_rejects_bad_values_with_one_clear_message_and_tags_name_results(
   assert HieraMASConfig(benchmark="math").num_candidates == 100
   assert HieraMASConfig().num_candidates == 200 and HieraMASConfig(k_pool=50).num_candidates == 50
   cfg = HieraMASConfig(k_pool=50)
-  assert results_name(cfg.benchmark, cfg.pool, "k{k_pool}".format(**cfg.to_json())) == "hieramas_mmlu_redux_gpt-5-mini_k50"
+  tag = "k{k_pool}".format(**cfg.to_json())
+  assert results_name(cfg.benchmark, cfg.pool, tag) == "hieramas_mmlu_redux_gpt-5-mini_k50"
   assert results_name("math", "qwen3-80b") == "hieramas_math_qwen3-80b"

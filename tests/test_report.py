@@ -41,14 +41,16 @@ def test_paired_bootstrap_interval_matches_the_exact_bootstrap_distribution():
 def _cell(label, benchmark, pool, correct, cost, seed=0, setting="main", training=None):
   return {"label": label, "method": label.partition("-")[0], "tag": label.partition("-")[2], "benchmark": benchmark,
           "pool": pool, "setting": setting, "seed": seed, "n": len(correct),
-          "accuracy": 100.0 * sum(correct) / len(correct), "cost_usd": sum(cost), "mean_cost_usd": sum(cost) / len(cost),
+          "accuracy": 100.0 * sum(correct) / len(correct), "cost_usd": sum(cost),
+          "mean_cost_usd": sum(cost) / len(cost),
           "training": training, "fit": None, "run_dir": "runs/x",
           "outcomes": {"ids_sha256": "same", "correct": "".join(map(str, correct)), "cost_usd": cost}}
 
 
 def _record(cells, setting="main", seeds=(0,)):
   key = lambda c: f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}|seed{c['seed']}"
-  return {"spec": {"methods": sorted({c["method"] for c in cells}), "benchmarks": sorted({c["benchmark"] for c in cells}),
+  return {"spec": {"methods": sorted({c["method"] for c in cells}),
+                   "benchmarks": sorted({c["benchmark"] for c in cells}),
                    "pools": ["gpt-5-mini", "qwen3-80b"], "setting": setting, "seeds": list(seeds),
                    "train_limit": {"math": None}, "val_limit": None, "test_limit": None},
           "endpoint": "sim:seed0:abc", "cells": {key(c): c for c in cells},

@@ -97,7 +97,8 @@ async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float 
 
 @contextlib.asynccontextmanager
 async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
-                       cache_root: str | os.PathLike | None = None, sim_process: bool = False) -> AsyncIterator[Backend]:
+                       cache_root: str | os.PathLike | None = None,
+                       sim_process: bool = False) -> AsyncIterator[Backend]:
   """Yields a `Backend` for the run described by the shared backend flags.
 
   Args:
@@ -113,8 +114,9 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
   try:
     sim_name = sim_endpoint_name(seed)
     if flag_values.backend == "sim" and not flag_values.base_url:
-      from hieramas_jax.sim.server import SimConfig, start_sim_in_thread, start_sim_subprocess  # pylint: disable=import-outside-toplevel
-      handle = (start_sim_subprocess if sim_process else start_sim_in_thread)(SimConfig(seed=seed))
+      from hieramas_jax.sim import server  # pylint: disable=import-outside-toplevel
+      start = server.start_sim_subprocess if sim_process else server.start_sim_in_thread
+      handle = start(server.SimConfig(seed=seed))
       base_url = handle.base_url
     else:
       base_url = None

@@ -61,7 +61,8 @@ def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   edges = {t["graph_index"]: t["graph_edges"] for t in traces}
   density_of = {t["graph_index"]: t["graph_density"] for t in traces}
   return {"mean": float(dens.mean()), "min": float(dens.min()), "max": float(dens.max()),
-          "bands": {f"{lo:.2f}-{min(hi, 1.0):.2f}": int(((dens >= lo) & (dens < hi)).sum()) for lo, hi in DENSITY_BANDS},
+          "bands": {f"{lo:.2f}-{min(hi, 1.0):.2f}": int(((dens >= lo) & (dens < hi)).sum())
+                    for lo, hi in DENSITY_BANDS},
           "kinds": dict(kinds), "distinct_graphs": len(counts),
           "top_graphs": [{"index": int(g), "count": int(c), "density": density_of[g], "edges": edges[g]}
                          for g, c in counts.most_common(5)]}

@@ -78,7 +78,8 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
     fit = c.get("fit") or {}
     entries[f"{c['benchmark']}/{c['pool']}/{c['setting']}/seed{c['seed']}"] = {
         "benchmark": c["benchmark"], "pool": c["pool"], "setting": c["setting"], "seed": c["seed"],
-        "test_items": c["n"], "oracle_reward": float(o.mean()), "learned_reward": None if l is None else float(l.mean()),
+        "test_items": c["n"], "oracle_reward": float(o.mean()),
+        "learned_reward": None if l is None else float(l.mean()),
         "random_reward": float(r.mean()), "regret": value, "regret_reason": why, "regret_ci95": interval,
         "bootstrap_resamples_left_out": dropped, "regret_goal": REGRET_GOAL,
         "meets_goal": None if value is None else bool(value <= REGRET_GOAL),
@@ -91,8 +92,8 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
         "run_dirs": {ORACLE: c["run_dir"], RANDOM: rand["run_dir"],
                      LEARNED: None if learned is None else learned["run_dir"]}}
   return {"label": table["provenance"].get("label", table["provenance"].get("backend")),
-          "what": ("regret = (oracle - learned) / (oracle - random) of mean system reward (learn/rewards.system_reward: "
-                   "utility minus cost) on the same test queries; oracle = `static_search` (best static configuration "
+          "what": ("regret = (oracle - learned) / (oracle - random) of mean system reward "
+                   "(learn/rewards.system_reward: utility minus cost) on the same test queries; oracle = `static_search` (best static configuration "
                    "found by successive halving on train+val), random = `random_config`, learned = `hieramas`; "
                    "95% paired bootstrap interval over queries. See docs/regret.md."),
           "goal": f"regret <= {REGRET_GOAL} on every benchmark", "entries": entries, "provenance": table["provenance"]}
@@ -137,5 +138,6 @@ def regret_markdown(record: Mapping[str, Any]) -> str:
   for key, e in record["entries"].items():
     lines.append(f"- {key}: {short_configuration(e['oracle_configuration'])}.")
   lines += ["", "Command:", "", "```", record["provenance"]["command"], "```", "",
-            "```json", json.dumps({k: v for k, v in record["provenance"].items() if k != "command"}, indent=2), "```", ""]
+            "```json", json.dumps({k: v for k, v in record["provenance"].items() if k != "command"}, indent=2),
+            "```", ""]
   return "\n".join(lines)

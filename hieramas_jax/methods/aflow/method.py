@@ -104,8 +104,8 @@ class AFlow:
     best = search.best_round(rounds)
     self.best = best.workflow
     atomic_write_json(state_dir / BEST_FILE, best.to_json())
-    return {"rounds": [r.to_json() for r in rounds], "best_round": best.round, "best_workflow": best.workflow.describe(),
-            "best_val_score": best.score, "val_queries": len(val)}
+    return {"rounds": [r.to_json() for r in rounds], "best_round": best.round,
+            "best_workflow": best.workflow.describe(), "best_val_score": best.score, "val_queries": len(val)}
 
   def load(self, state_dir) -> None:
     path = pathlib.Path(state_dir) / BEST_FILE
