@@ -196,6 +196,6 @@ def known_methods() -> list[str]:
 
 def _load_builtin_methods() -> None:
   # Importing the modules runs their @register decorators.
-  from hieramas_jax.methods import debate, self_consistency, single  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   # pylint: disable=import-outside-toplevel,unused-import
+  from hieramas_jax.methods import debate, self_consistency, single  # noqa: F401
   from hieramas_jax.methods import aflow, gdesigner, graphs, hieramas, masrouter, static_search  # noqa: F401

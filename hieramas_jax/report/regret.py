@@ -93,9 +93,10 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
                      LEARNED: None if learned is None else learned["run_dir"]}}
   return {"label": table["provenance"].get("label", table["provenance"].get("backend")),
           "what": ("regret = (oracle - learned) / (oracle - random) of mean system reward "
-                   "(learn/rewards.system_reward: utility minus cost) on the same test queries; oracle = `static_search` (best static configuration "
-                   "found by successive halving on train+val), random = `random_config`, learned = `hieramas`; "
-                   "95% paired bootstrap interval over queries. See docs/regret.md."),
+                   "(learn/rewards.system_reward: utility minus cost) on the same test queries; oracle = "
+                   "`static_search` (best static configuration found by successive halving on train+val), "
+                   "random = `random_config`, learned = `hieramas`; 95% paired bootstrap interval over queries. "
+                   "See docs/regret.md."),
           "goal": f"regret <= {REGRET_GOAL} on every benchmark", "entries": entries, "provenance": table["provenance"]}
 
 
