@@ -192,7 +192,7 @@ def test_skipped_roles_collapse_to_one_configuration_key():
     oracle.load_oracle_items("math", ("train", "test"))
 
 
-def test_against_the_sim_the_strong_model_solves_more_and_the_cheap_one_costs_less():
+def test_against_the_sim_the_strong_decider_carries_accuracy_and_the_cheap_agent_costs_less():
   from hieramas_jax.llm.client import LLMClient  # pylint: disable=import-outside-toplevel
   from hieramas_jax.llm.endpoint import make_endpoint  # pylint: disable=import-outside-toplevel
   from hieramas_jax.sim.server import SimConfig, start_sim_in_thread  # pylint: disable=import-outside-toplevel
@@ -212,7 +212,9 @@ def test_against_the_sim_the_strong_model_solves_more_and_the_cheap_one_costs_le
   finally:
     handle.close()
   assert strong.n == cheap.n == 30
-  assert strong.accuracy > cheap.accuracy
+  # Both end at the strong decision node, which forms its own attempt and holds to it against a
+  # weaker agent's answer (sim v2): accuracy is the decider's either way; the cost is not.
+  assert abs(strong.accuracy - cheap.accuracy) <= 0.1 and strong.accuracy > 0.8
   assert 0 < cheap.cost_usd < strong.cost_usd
 
 
