@@ -29,10 +29,10 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("models", list(MODELS), "Models of the `single` section (default: the whole registry).")
 flags.DEFINE_list("benchmarks", list(BENCHMARKS), "Benchmarks.")
 flags.DEFINE_list("sections", list(SECTIONS), f"Sections to measure: {', '.join(SECTIONS)}.")
-flags.DEFINE_integer("n_items", 1000, "Items per benchmark (all when it has fewer; MMLU-Redux: a seeded sample).",
+flags.DEFINE_integer("n_items", 3000, "Items per benchmark (all when it has fewer; MMLU-Redux: a seeded sample).",
                      lower_bound=1)
 flags.DEFINE_integer("collab_items", 300, "Items per benchmark of the collaboration table.", lower_bound=1)
-flags.DEFINE_list("code_seeds", ["0", "1", "2"], "Sim seeds for HumanEval+ (independent simulated worlds); the "
+flags.DEFINE_list("code_seeds", ["0", "1", "2", "3", "4"], "Sim seeds for HumanEval+ (independent simulated worlds); the "
                   "first is the seed of every other benchmark.")
 flags.DEFINE_integer("seed", 0, "Seed of the item samples.")
 flags.DEFINE_float("tolerance", DEFAULT_TOLERANCE_PTS, "Points off target that flag a cell.")
