@@ -173,7 +173,8 @@ def main(argv):
       "jsonl_open_ms_1m": largest["jsonl"]["open_ms"] if max(sizes) == 1_000_000 else None,
       "goals": {"open_ms_1m": 50.0, "lookup_us_1m": 100.0},
   })
-  out["met"] = bool(out["open_ms_1m"] is not None and out["open_ms_1m"] <= 50.0 and out["lookup_us_1m"] <= 100.0)
+  out["met"] = bool(out["open_ms_1m"] is not None and out["open_ms_1m"] <= 50.0
+                    and out["lookup_us_1m"] <= 100.0)
   out["store_rss_growth_mb"] = {n: r["store"]["rss_growth_mb"] for n, r in results.items()}
   out["jsonl_rss_growth_mb"] = {n: r["jsonl"]["rss_growth_mb"] for n, r in results.items()}
   out["machine"] = {"cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],

@@ -9,11 +9,11 @@ see hieramas_jax/experiment/calibration.py for the items used.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS, check_benchmark
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.calibration import DEFAULT_TOLERANCE_PTS, check_models, run_calibration
@@ -60,7 +60,7 @@ def main(argv):
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries,
                                    progress=FLAGS.progress)
 
-  record = run_or_exit(lambda: asyncio.run(go()), (RunConfigMismatchError,))
+  record = run_or_exit(lambda: aio.run(go()), (RunConfigMismatchError,))
   print(f"wrote {FLAGS.out_dir}/calibration.md; {record['n_off']} of {len(record['cells'])} cells off by more "
         f"than {FLAGS.tolerance:g} points (largest {record['max_abs_diff']:.2f})")
 

@@ -1,9 +1,11 @@
-"""Small asyncio helpers shared by the runtime, the runner, rollouts and the oracle search."""
+"""Small asyncio helpers shared by the runtime, the runner, rollouts, the oracle search and entry points."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import Any, Coroutine, Iterable, TypeVar
+
+T = TypeVar("T")
 
 
 async def gather_or_cancel(tasks: Iterable[asyncio.Future]) -> list[Any]:
@@ -21,3 +23,18 @@ async def gather_or_cancel(tasks: Iterable[asyncio.Future]) -> list[Any]:
       t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     raise
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+  """`asyncio.run(main)` on uvloop when it is installed (it is, through `make install`), else asyncio's loop.
+
+  Why: every LLM call costs the client tens of microseconds of event-loop and transport work, and the
+  runtime sends waves of over a thousand calls at once on two cores; uvloop's loop and transports cut
+  that per-call CPU (`experiments/bench_executor.py` measures both loops). Other threads (the embedded
+  sim) keep their own loops.
+  """
+  try:
+    import uvloop  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return asyncio.run(main)
+  return uvloop.run(main)

@@ -20,7 +20,7 @@ import pytest
 from hieramas_jax.llm.cache import STORE_NAME, ResponseCache, canonical_json, request_key
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
-from hieramas_jax.llm.errors import CacheCorruptError
+from hieramas_jax.llm.errors import CacheCorruptError, CacheWriteError
 from hieramas_jax.paths import REPO_DIR
 from fault_server import FaultServer
 
@@ -203,12 +203,15 @@ import os, signal, sys
 sys.path.insert(0, {repo!r})
 from hieramas_jax.llm.cache import ResponseCache
 cache = ResponseCache({store!r})
-start, stop = int(sys.argv[1]), int(sys.argv[2])
-for i in range(start, stop):
-  cache.put(f"k{{i}}", endpoint="sim", model="qwen3-8b", text=f"record {{i}} " + "x" * (i % 7000),
-            prompt_tokens=i, completion_tokens=1, cost_usd=i * 1e-7, attempts=1, latency_s=0.0)
-  print(i, flush=True)  # acknowledged: put() returned
-if len(sys.argv) > 3:
+start, stop, per_commit = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+for first in range(start, stop, per_commit):
+  for i in range(first, min(stop, first + per_commit)):
+    cache.put(f"k{{i}}", endpoint="sim", model="qwen3-8b", text=f"record {{i}} " + "x" * (i % 7000),
+              prompt_tokens=i, completion_tokens=1, cost_usd=i * 1e-7, attempts=1, latency_s=0.0)
+  cache.flush()
+  for i in range(first, min(stop, first + per_commit)):
+    print(i, flush=True)  # acknowledged: committed
+if len(sys.argv) > 4:
   os.kill(os.getpid(), signal.SIGKILL)  # no close(): the WAL keeps every frame
 """
 
@@ -233,12 +236,13 @@ def _check_whole(store_dir, acknowledged) -> int:
 
 
 def test_a_writer_killed_halfway_never_corrupts_the_store(tmp_path):
-  """SIGKILL at arbitrary moments of a stream of puts: every acknowledged record survives whole."""
+  """SIGKILL at arbitrary moments of a stream of puts and commits: every committed record survives whole,
+  nothing half-written appears."""
   script = KILLED_WRITER.format(repo=str(REPO_DIR), store=str(tmp_path))
   acknowledged: list[int] = []
   start = 0
   for kill_after in (40, 75, 130):
-    proc = subprocess.Popen([sys.executable, "-c", script, str(start), str(start + 100_000)],
+    proc = subprocess.Popen([sys.executable, "-c", script, str(start), str(start + 100_000), "5"],
                             stdout=subprocess.PIPE, text=True)
     for n, line in enumerate(proc.stdout, 1):
       acknowledged.append(int(line))
@@ -254,7 +258,7 @@ def test_a_torn_wal_tail_loses_only_the_last_commit(tmp_path):
   """A commit cut off mid-frame (the WAL truncated by a crash): the store opens with the earlier ones."""
   written = tmp_path / "written"
   script = KILLED_WRITER.format(repo=str(REPO_DIR), store=str(written))
-  proc = subprocess.run([sys.executable, "-c", script, "0", "20", "kill"], capture_output=True, text=True)
+  proc = subprocess.run([sys.executable, "-c", script, "0", "20", "1", "kill"], capture_output=True, text=True)
   assert proc.returncode == -signal.SIGKILL and len(proc.stdout.split()) == 20
   wal = written / (STORE_NAME + "-wal")
   assert wal.stat().st_size > 0
@@ -269,6 +273,28 @@ def test_a_torn_wal_tail_loses_only_the_last_commit(tmp_path):
     counts.append(_check_whole(torn, []))
   assert counts[0] == 19 and counts[2] < counts[1] < 19, counts  # the torn commit, and only it, is gone
   assert _check_whole(written, range(20)) == 20
+
+
+def test_puts_replay_at_once_and_a_failed_commit_is_a_clear_error(tmp_path):
+  with ResponseCache(tmp_path) as cache:
+    put(cache, "k1", "one")
+    assert cache.get("k1").text == "one"  # replayed at once, committed or not
+    cache.flush()
+    with ResponseCache(tmp_path) as other:  # another connection (another process) sees it after flush
+      assert other.get("k1").text == "one"
+  db = sqlite3.connect(tmp_path / STORE_NAME)
+  db.execute("CREATE TRIGGER refuse BEFORE INSERT ON responses BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+  db.commit()
+  db.close()
+  cache = ResponseCache(tmp_path)
+  put(cache, "k2", "two")
+  with pytest.raises(CacheWriteError, match="disk says no.*1 answers are not stored"):
+    cache.flush()
+  assert cache.get("k2").text == "two"  # this process still replays it
+  with pytest.raises(CacheWriteError):
+    put(cache, "k3", "three")  # a run stops instead of paying for calls it cannot keep
+  with pytest.raises(CacheWriteError):
+    cache.close()
 
 
 def test_rows_hold_no_request_secrets_or_extra_fields(tmp_path):
