@@ -180,8 +180,8 @@ def main(argv):
   out["machine"] = {"cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
                     "load_average_after": [round(x, 2) for x in os.getloadavg()],
                     "note": "2 cores shared with other work; OS page cache warm (files just written)"}
-  out["provenance"] = provenance(seed=FLAGS.seed, flags={k: FLAGS[k].value for k in ("sizes", "repeats", "jsonl_repeats",
-                                                                                      "lookups", "seed")})
+  flag_names = ("sizes", "repeats", "jsonl_repeats", "lookups", "seed")
+  out["provenance"] = provenance(seed=FLAGS.seed, flags={k: FLAGS[k].value for k in flag_names})
   update_json_key(FLAGS.out, "cache", out)
 
 
