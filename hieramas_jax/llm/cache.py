@@ -59,6 +59,7 @@ from hieramas_jax.llm.errors import CacheCorruptError, CacheWriteError
 STORE_NAME = "responses.sqlite3"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 60.0
+READ_CACHE_KIB = 16 * 1024
 _IMPORT_BATCH = 10_000
 _COMMIT_BATCH = 1_000  # most rows per group commit
 _STOP = object()
@@ -191,6 +192,9 @@ class ResponseCache:
         raise CacheCorruptError(f"{self.path}: sqlite refused WAL mode (got {mode!r}); "
                                 "is the directory on a filesystem without shared memory (NFS)?")
       conn.execute("PRAGMA synchronous=NORMAL")
+      # A fixed 16 MiB page cache holds every interior page of both B-trees up to a few million entries,
+      # so a lookup reads just its two leaf pages; memory stays bounded whatever the store's size.
+      conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
       self._ensure_schema()
       self._import_jsonl_shards()
     except sqlite3.DatabaseError as e:
@@ -234,7 +238,7 @@ class ResponseCache:
     try:
       self._import_new_shards(shards, done)
     finally:
-      conn.execute("PRAGMA cache_size=-2000")
+      conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
 
   def _import_new_shards(self, shards: list[pathlib.Path], done: dict[str, int]) -> None:
     conn = self._conn
