@@ -40,7 +40,7 @@ from hieramas_jax.paths import RESULTS_DIR
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("per_benchmark", 128, "Query-role texts per benchmark in the sample.")
-flags.DEFINE_integer("reps", 2, "Interleaved rounds of every backend.")
+flags.DEFINE_integer("reps", 3, "Interleaved rounds of every backend.")
 flags.DEFINE_list("backends", ["torch", "onnx", "onnx-int8"], "Backends to measure (torch first: the reference).")
 flags.DEFINE_integer("seed", 0, "Picks the sample's items and the policy checkpoint's initialisation.")
 flags.DEFINE_string("pool", "gpt-5-mini", "Pool whose profiles are embedded and which the policy chooses from.")
