@@ -7,7 +7,7 @@ check their sha256 so that a silently different model never produces "the same" 
 Backends (same weights; each has its own cache keys, so their embeddings never mix):
   * "torch" (default): sentence-transformers on PyTorch, batches of 64, as the suite always ran;
   * "onnx": the same graph exported to ONNX Runtime with fused attention, length-sorted batches of 8
-    (`onnx_encoder.py`): embeddings agree to ~1e-6, about 1.8x faster on two cores;
+    (`onnx_encoder.py`): embeddings agree to ~1e-6, 1.5-2x faster on two cores;
   * "onnx-int8": that graph with dynamic int8 MatMuls; faster still but only ~0.98 worst-case cosine to
     the torch embeddings on AVX2 (below the 0.99 the suite asks), so only for measurement.
   A model name may carry the backend after a colon ("all-MiniLM-L6-v2:onnx"), so a config's `encoder`
