@@ -52,6 +52,8 @@ bench: install
 	$(PY) experiments/bench_executor.py
 	$(PY) experiments/bench_scoring.py
 	$(PY) experiments/bench_sandbox.py
+	$(PY) experiments/bench_cache.py
+	$(PY) experiments/bench_encoder.py
 
 sim-server: install
 	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)

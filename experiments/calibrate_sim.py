@@ -9,12 +9,12 @@ the sections and the items used. Each cell has a resumable run directory under -
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS, check_benchmark
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS, check_models, check_sections,
@@ -69,7 +69,7 @@ def main(argv):
                                    flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress)
 
-  record = run_or_exit(lambda: asyncio.run(go()), (RunConfigMismatchError,))
+  record = run_or_exit(lambda: aio.run(go()), (RunConfigMismatchError,))
   summary = [f"wrote {FLAGS.out_dir}/calibration.md"]
   if "fit" in record:
     summary.append(f"fit: {record['fit']['n_outside']} of {len(record['fit']['cells'])} cells outside "

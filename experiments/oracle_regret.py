@@ -12,13 +12,13 @@ already there) <results_dir>/regret.json and regret.md. Every query is cached in
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import sys
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.experiment import oracle
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, sim_endpoint_name
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
@@ -134,7 +134,7 @@ def main(argv):
                      entry["learned_reward"], entry["regret"], entry["configurations_searched"])
       return record
 
-  record = run_or_exit(lambda: asyncio.run(go()), (oracle.OracleError, RunConfigMismatchError))
+  record = run_or_exit(lambda: aio.run(go()), (oracle.OracleError, RunConfigMismatchError))
   print(f"wrote {FLAGS.results_dir}/regret.json and regret.md:")
   for key, e in record["entries"].items():
     print(f"  {key}: oracle={e['oracle_reward']:.4f} random={e['random_reward']:.4f} "

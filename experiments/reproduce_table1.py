@@ -11,11 +11,11 @@ interrupted run resume where it stopped.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.table1 import (InvalidRunError, RunConfigMismatchError, Table1Spec, run_table1,
@@ -64,7 +64,7 @@ def main(argv):
         for w in writers:
           w.close()
 
-  record = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError))
+  record = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError))
   print(f"wrote {FLAGS.out_dir}/{table1_stem(spec)}.md and .json; averages: "
         + ", ".join(f"{m}={a:.2f}%" for m, a in record["averages"].items()))
 
