@@ -93,7 +93,9 @@ class Measurer:
     results = []
     for seed in self.seeds(benchmark):
       backend = self.backends[seed]
-      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / setting / f"seed{seed}", {
+      # The item set is part of the path: another sample size is another run, never a mismatch.
+      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / setting /
+                                f"seed{seed}-items{_ids_digest(items)[:8]}", {
           "section": section, "cell": key, "benchmark": benchmark, "setting": setting, "sim_seed": seed,
           "endpoint": backend.endpoint.name, "item_ids_sha": _ids_digest(items)})
       ctx = RunContext(backend.client, get_pool(setting), seed)
