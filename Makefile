@@ -58,6 +58,8 @@ bench: install
 	$(PY) experiments/bench_executor.py
 	$(PY) experiments/bench_scoring.py
 	$(PY) experiments/bench_sandbox.py
+	$(PY) experiments/bench_cache.py
+	$(PY) experiments/bench_encoder.py
 
 bench-table1: install
 	$(PY) experiments/bench_table1.py

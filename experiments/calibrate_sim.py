@@ -9,12 +9,12 @@ the sections and the items used. Each cell has a resumable run directory under -
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS, check_benchmark
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS, check_models, check_sections,
@@ -29,10 +29,10 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("models", list(MODELS), "Models of the `single` section (default: the whole registry).")
 flags.DEFINE_list("benchmarks", list(BENCHMARKS), "Benchmarks.")
 flags.DEFINE_list("sections", list(SECTIONS), f"Sections to measure: {', '.join(SECTIONS)}.")
-flags.DEFINE_integer("n_items", 1000, "Items per benchmark (all when it has fewer; MMLU-Redux: a seeded sample).",
+flags.DEFINE_integer("n_items", 3000, "Items per benchmark (all when it has fewer; MMLU-Redux: a seeded sample).",
                      lower_bound=1)
 flags.DEFINE_integer("collab_items", 300, "Items per benchmark of the collaboration table.", lower_bound=1)
-flags.DEFINE_list("code_seeds", ["0", "1", "2"], "Sim seeds for HumanEval+ (independent simulated worlds); the "
+flags.DEFINE_list("code_seeds", ["0", "1", "2", "3", "4"], "Sim seeds for HumanEval+ (independent simulated worlds); the "
                   "first is the seed of every other benchmark.")
 flags.DEFINE_integer("seed", 0, "Seed of the item samples.")
 flags.DEFINE_float("tolerance", DEFAULT_TOLERANCE_PTS, "Points off target that flag a cell.")
@@ -69,7 +69,7 @@ def main(argv):
                                    flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress)
 
-  record = run_or_exit(lambda: asyncio.run(go()), (RunConfigMismatchError,))
+  record = run_or_exit(lambda: aio.run(go()), (RunConfigMismatchError,))
   summary = [f"wrote {FLAGS.out_dir}/calibration.md"]
   if "fit" in record:
     summary.append(f"fit: {record['fit']['n_outside']} of {len(record['fit']['cells'])} cells outside "

@@ -11,11 +11,11 @@ and regret.md (`report/regret.py`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
@@ -78,7 +78,7 @@ def main(argv):
       return await run_table(spec, {FLAGS.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
                              max_queries=FLAGS.max_queries, progress=FLAGS.progress)
 
-  table = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
+  table = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
   record = regret_record(table)
   suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
   atomic_write_json(f"{FLAGS.out_dir}/regret{suffix}.json", record)

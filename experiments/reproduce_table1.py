@@ -16,12 +16,12 @@ names get a `_limit<N>` suffix, so a quick run never overwrites the full tables.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
@@ -99,7 +99,7 @@ def main(argv):
                              progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   from hieramas_jax.methods.static_search.search import OracleError  # pylint: disable=import-outside-toplevel
-  record = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
+  record = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
   written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 

@@ -14,13 +14,13 @@ default (results labelled "simulated pool").
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import re
 
 from absl import app, flags
 
+from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
@@ -133,7 +133,7 @@ def main(argv):
 
   from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel
   from hieramas_jax.methods.hieramas.training import TrainingError  # pylint: disable=import-outside-toplevel
-  table = run_or_exit(lambda: asyncio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, TrainingError,
+  table = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, TrainingError,
                                                   Stage2Error))
   (cell,) = table["cells"].values()
   records = hieramas_report.read_items(from_repo(cell["run_dir"]))

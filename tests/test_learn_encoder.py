@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -46,3 +49,38 @@ def test_encode_rejects_a_bare_string(tmp_path):
   enc = encoder.SentenceEncoder(cache_path=tmp_path / "emb.sqlite")
   with pytest.raises(encoder.EncoderError, match="sequence of texts"):
     enc.encode("one string")
+
+
+REFERENCE = pathlib.Path(__file__).parent / "data" / "encoder_reference"
+
+
+def _reference():
+  """The fixed sample (query-role texts of each benchmark, profiles, edge cases) and today's torch
+  embeddings of it, made by `python experiments/bench_encoder.py --write_reference=tests/data/encoder_reference`."""
+  meta = json.loads((REFERENCE / "texts.json").read_text())
+  assert meta["model_sha256"] == encoder.DEFAULT_MODEL_SHA256 and meta["backend"] == "torch"
+  return meta["texts"], np.load(REFERENCE / "embeddings.npy")
+
+
+@pytest.mark.parametrize("backend, min_cosine", [("torch", 0.99999), ("onnx", 0.9999)])
+def test_backends_agree_with_the_stored_reference_embeddings(tmp_path, backend, min_cosine):
+  texts, reference = _reference()
+  enc = encoder.SentenceEncoder(backend=backend, cache_path=tmp_path / "emb.sqlite")
+  vecs = enc.encode(texts)
+  cosine = np.sum(vecs * reference, axis=1)
+  assert cosine.min() >= min_cosine, (backend, float(cosine.min()), int(cosine.argmin()))
+  np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+  assert enc.misses == len(set(texts))
+
+
+def test_backend_choice_and_cache_keys(tmp_path):
+  assert encoder.split_backend("all-MiniLM-L6-v2:onnx") == ("all-MiniLM-L6-v2", "onnx")
+  assert encoder.split_backend("all-MiniLM-L6-v2") == ("all-MiniLM-L6-v2", "torch")
+  assert encoder.split_backend("all-MiniLM-L6-v2:onnx", "torch") == ("all-MiniLM-L6-v2", "torch")
+  with pytest.raises(encoder.EncoderError, match="unknown encoder backend 'tpu'"):
+    encoder.SentenceEncoder(backend="tpu", cache_path=tmp_path / "e.sqlite")
+  with pytest.raises(encoder.EncoderError, match="bundled all-MiniLM-L6-v2 only"):
+    encoder.SentenceEncoder("some/other-model", backend="onnx", cache_path=tmp_path / "e.sqlite")
+  ids = {b: encoder.SentenceEncoder(backend=b, cache_path=tmp_path / "e.sqlite").model_id for b in encoder.BACKENDS}
+  assert ids["torch"] == f"all-MiniLM-L6-v2@{encoder.DEFAULT_MODEL_SHA256[:16]}"  # existing caches stay valid
+  assert len(set(ids.values())) == len(encoder.BACKENDS)  # backends never share cached vectors

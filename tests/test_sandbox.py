@@ -21,7 +21,7 @@ import pytest
 
 from hieramas_jax.benchmarks import graders, sandbox
 from hieramas_jax.benchmarks.data import BENCHMARK_DATA_DIR, items_by_id, load_items
-from hieramas_jax.paths import REPO_DIR, cache_dir
+from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
 # Tight limits keep the hostile cases fast; the defaults are the same mechanism, only longer.
 FAST = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=4.0, cpu_s=8, load_s=2.0)
@@ -453,7 +453,10 @@ def test_no_network_even_round_the_guard(task0):
 def test_what_the_program_sees_inside_bubblewrap(task0):
   # The program checks its own world and is correct only if every check holds; the failed
   # checks' names reach the grade's detail.
-  hidden = [str(REPO_DIR), str(cache_dir()), str(BENCHMARK_DATA_DIR)]
+  # A venv inside the checkout (as `make install` makes it) is bound at its own path, so bubblewrap
+  # creates the checkout's directory as an empty mount point: it may exist, holding nothing else.
+  hidden = [str(PACKAGE_DIR), str(cache_dir()), str(BENCHMARK_DATA_DIR)]
+  venv_parts = {os.path.relpath(sys.prefix, REPO_DIR).split(os.sep)[0]} if sys.prefix.startswith(str(REPO_DIR)) else set()
   probe = textwrap.dedent(f"""\
       import os
       failed = []
@@ -467,6 +470,7 @@ def test_what_the_program_sees_inside_bubblewrap(task0):
       interfaces = [l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]]
       check("network: loopback only", interfaces == ["lo"])
       check("answer key hidden", not any(os.path.exists(p) for p in {hidden!r}))
+      check("checkout empty", not os.path.exists({str(REPO_DIR)!r}) or set(os.listdir({str(REPO_DIR)!r})) <= {venv_parts!r})
       check("cwd is /tmp", os.getcwd() == "/tmp")
       open("/tmp/scratch", "w").write("x")
       for path in ("/scratch", "/usr/scratch", "/dev/scratch", os.path.join(os.__file__, "..", "scratch")):

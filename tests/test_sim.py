@@ -194,7 +194,9 @@ def test_luce_choice_matches_hand_computed_weights():
   kappa = P.recognition(1.0, 0.0)
   assert kappa == pytest.approx(P.RECOGNITION_MAX * sigmoid(1.0 + P.RECOGNITION_GAP))
   beta = P.SUPPORT_POWER
-  w = {"A": P.SELF_WEIGHT ** beta, "B": 2.0 ** beta * math.exp(kappa), "C": 1.0}
+  own_votes = P.SELF_WEIGHT + P.SELF_CONFIDENCE * sigmoid(1.0)  # the reader's own P(right) at logit 1
+  assert P.self_weight(sigmoid(1.0)) == pytest.approx(own_votes)
+  w = {"A": own_votes ** beta, "B": 2.0 ** beta * math.exp(kappa), "C": 1.0}
   grid = np.linspace(0.0005, 0.9995, 2000)
   picks = [BehaviourModel.choose(own, cands, 1.0, 0.0, u).text for u in grid]
   for letter, weight in w.items():
@@ -205,7 +207,8 @@ def test_luce_choice_matches_hand_computed_weights():
 
 def test_adoption_of_a_unanimous_correct_context_matches_the_closed_form(sim0):
   """Own attempt right with q (persistent z fixed); otherwise two gold votes beat the own wrong
-  answer with 2^b e^k / (2^b e^k + 1): P(final right) = q + (1 - q) 2^b e^k / (2^b e^k + 1)."""
+  answer (its own weight s = SELF_WEIGHT + SELF_CONFIDENCE * sigmoid(logit)) with
+  2^b e^k / (2^b e^k + s^b): P(final right) = q + (1 - q) 2^b e^k / (2^b e^k + s^b)."""
   item = load_items("mmlu_redux")[5]
   gold_vote = f"The answer is ({item.answer})."
   msgs = lambda k: base_messages(item, cot=True, blocks=(gold_vote,) * 2, header="Agent {k}:" + " " * k)  # noqa: E731
@@ -217,22 +220,23 @@ def test_adoption_of_a_unanimous_correct_context_matches_the_closed_form(sim0):
     q = phi((inv_phi(sigmoid(logit)) - math.sqrt(r) * zp) / math.sqrt(1 - r))
     kappa = P.recognition(logit, view.context_chars / P.CHARS_PER_TOKEN)
     pull = 2 ** P.SUPPORT_POWER * math.exp(kappa)
-    expected = q + (1 - q) * pull / (pull + P.SELF_WEIGHT ** P.SUPPORT_POWER)
+    expected = q + (1 - q) * pull / (pull + P.self_weight(sigmoid(logit)) ** P.SUPPORT_POWER)
     n = 1500
     got = np.mean([sim0.reply(model, msgs(k), 1.0, None, k).correct for k in range(n)])
     assert abs(got - expected) < 3 * math.sqrt(expected * (1 - expected) / n) + 0.01, (model, got, expected)
 
 
 def test_a_strong_reader_resists_a_wrong_majority_more_than_a_weak_one(sim0):
-  items = load_items("mmlu_redux")[:200]
-  def followed(model):
-    n = 0
+  """Three agents agree on a wrong option: how often does the reader still end right?"""
+  items = load_items("mmlu_redux")[:300]
+  def resisted(model):
+    right = 0
     for it in items:
       wrong = next(c for c in LETTERS if c != it.answer)
       r = sim0.reply(model, base_messages(it, cot=True, blocks=(f"The answer is ({wrong}).",) * 3), 1.0, None, 0)
-      n += r.answer_key == LETTERS.index(wrong)
-    return n / len(items)
-  assert followed("gpt-5-mini") < followed("llama-8b") - 0.1
+      right += r.correct
+    return right / len(items)
+  assert resisted("gpt-5-mini") > resisted("llama-8b") + 0.1
 
 
 def test_support_pulls_and_errors_spread_along_edges(sim0):

@@ -51,6 +51,10 @@ from hieramas_jax.report.table1 import BENCHMARK_TITLES
 DEFAULT_TOLERANCE_PTS = 3.0
 SECTIONS = ("single", "fit", "validation", "collaboration", "cost_check")
 SETTINGS = ("gpt-5-mini", "qwen3-80b")
+# Mixture-of-Agents rows sample at the published methods' temperature (Wang et al. 2024 and Li et al.
+# 2025 sample proposers at 0.7), not the MAS runs' 0.2: at 0.2 two samples of one model are
+# near-copies and Self-MoA would not be Self-MoA. GPT-5 models ignore it (their API fixes 1.0).
+MOA_TEMPERATURE = 0.7
 # The second and third models of a mixture (comparable to the backbones), and a weak one.
 SECOND, THIRD, WEAK = "deepseek-v3", "gemma-3-27b", "llama-8b"
 # Paper Table 2 / text: test-split costs on real models (USD).
@@ -93,7 +97,10 @@ class Measurer:
     results = []
     for seed in self.seeds(benchmark):
       backend = self.backends[seed]
-      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / setting / f"seed{seed}", {
+      # The item set is part of the path: another sample size is another run, never a mismatch.
+      temperature = getattr(method, "temperature", None)
+      variant = f"items{_ids_digest(items)[:8]}" + (f"-T{temperature:g}" if temperature is not None else "")
+      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / setting / f"seed{seed}-{variant}", {
           "section": section, "cell": key, "benchmark": benchmark, "setting": setting, "sim_seed": seed,
           "endpoint": backend.endpoint.name, "item_ids_sha": _ids_digest(items)})
       ctx = RunContext(backend.client, get_pool(setting), seed)
@@ -164,6 +171,10 @@ def _supernode(proposers: Callable[[Any], Sequence[str]]) -> Callable[[str, Any]
   return lambda benchmark, pool: structures.supernode(benchmark, proposers(pool), pool.strong)
 
 
+def _moa(name: str, proposers: Callable[[Any], Sequence[str]]) -> Callable[[], Method]:
+  return lambda: FixedMAS(name, temperature=MOA_TEMPERATURE, build=_supernode(proposers))
+
+
 def _second(pool) -> str:
   return SECOND if SECOND in pool.models else pool.models[1]
 
@@ -176,21 +187,22 @@ COLLABORATION: Mapping[str, tuple[str, Callable[[], Method]]] = {
                           lambda: FixedMAS("role_agent_second", lambda b, p: structures.chain(b, _second(p), 1,
                                                                                               decision=False))),
     "role_agent_third": (f"one role agent, {THIRD}",
-                         lambda: FixedMAS("role_agent_third", lambda b, p: structures.chain(b, THIRD, 1, decision=False))),
+                         lambda: FixedMAS("role_agent_third",
+                                          lambda b, p: structures.chain(b, THIRD, 1, decision=False))),
     "role_agent_weak": (f"one role agent, {WEAK}",
                         lambda: FixedMAS("role_agent_weak", lambda b, p: structures.chain(b, WEAK, 1, decision=False))),
-    "moa_mixed": (f"supernode: strong + {SECOND} proposers -> strong synthesizer",
-                  lambda: FixedMAS("moa_mixed", _supernode(lambda p: (p.strong, _second(p))))),
-    "moa_comparable": (f"supernode: strong + {SECOND} + {THIRD} proposers -> strong synthesizer",
-                       lambda: FixedMAS("moa_comparable", _supernode(lambda p: (p.strong, _second(p), THIRD)))),
-    "self_moa_2": ("Self-MoA: 2 x strong proposers -> strong synthesizer",
-                   lambda: FixedMAS("self_moa_2", _supernode(lambda p: (p.strong,) * 2))),
-    "self_moa_4": ("Self-MoA: 4 x strong proposers -> strong synthesizer",
-                   lambda: FixedMAS("self_moa_4", _supernode(lambda p: (p.strong,) * 4))),
-    "moa_weak_mix": (f"supernode: strong + {WEAK} proposers -> strong synthesizer",
-                     lambda: FixedMAS("moa_weak_mix", _supernode(lambda p: (p.strong, WEAK)))),
-    "weak_proposers": (f"supernode: 2 x {WEAK} proposers -> strong synthesizer",
-                       lambda: FixedMAS("weak_proposers", _supernode(lambda p: (WEAK, WEAK)))),
+    "moa_mixed": (f"supernode: strong + {SECOND} proposers -> strong synthesizer, T 0.7",
+                  _moa("moa_mixed", lambda p: (p.strong, _second(p)))),
+    "moa_comparable": (f"supernode: strong + {SECOND} + {THIRD} proposers -> strong synthesizer, T 0.7",
+                       _moa("moa_comparable", lambda p: (p.strong, _second(p), THIRD))),
+    "self_moa_2": ("Self-MoA: 2 x strong proposers -> strong synthesizer, T 0.7",
+                   _moa("self_moa_2", lambda p: (p.strong,) * 2)),
+    "self_moa_4": ("Self-MoA: 4 x strong proposers -> strong synthesizer, T 0.7",
+                   _moa("self_moa_4", lambda p: (p.strong,) * 4)),
+    "moa_weak_mix": (f"supernode: strong + {WEAK} proposers -> strong synthesizer, T 0.7",
+                     _moa("moa_weak_mix", lambda p: (p.strong, WEAK))),
+    "weak_proposers": (f"supernode: 2 x {WEAK} proposers -> strong synthesizer, T 0.7",
+                       _moa("weak_proposers", lambda p: (WEAK, WEAK))),
     "chain": ("chain of the first 3 roles (single agents) + decision node",
               lambda: FixedMAS("chain", lambda b, p: structures.chain(b, p.strong, 3))),
     "full_graph": ("Full-Graph: every role a supernode of 2 strong proposers + strong synthesizer, every "
@@ -394,7 +406,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
   if collab:
     lines += ["## Collaboration: what the sim's mechanisms do to multi-agent configurations", "",
               f"{record['collab_items']} items per benchmark (seeded sample; MATH has 500).", ""]
-    header = "| Configuration | " + " | ".join(f"{_title(b)} {s}" for b in ("math", "mmlu_redux") for s in SETTINGS) + " |"
+    columns = " | ".join(f"{_title(b)} {s}" for b in ("math", "mmlu_redux") for s in SETTINGS)
+    header = f"| Configuration | {columns} |"
     lines += [header, "|---|" + "---|" * 4]
     for key, desc in collab["configs"].items():
       row = []

@@ -46,6 +46,18 @@ def redact(flags: Mapping[str, Any]) -> dict[str, Any]:
   return out
 
 
+def repo_relative(value: Any) -> Any:
+  """An absolute path inside the checkout, written relative to it (results never hold machine paths)."""
+  if isinstance(value, (list, tuple)):
+    return [repo_relative(v) for v in value]
+  if isinstance(value, str) and os.path.isabs(value):
+    try:
+      return str(pathlib.Path(value).resolve().relative_to(REPO_DIR.resolve())) or "."
+    except ValueError:
+      return value
+  return value
+
+
 def command_line(argv: Iterable[str] | None = None) -> str:
   argv = list(sys.argv if argv is None else argv)
   if argv and argv[0].endswith(".py"):
@@ -71,7 +83,7 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
   prov = {
       "git": git_commit(),
       "command": command or command_line(),
-      "flags": redact(dict(flags or {})),
+      "flags": {k: repo_relative(v) for k, v in redact(dict(flags or {})).items()},
       "seed": seed,
       "data_sha256": {b: data_sha256(b) for b in benchmarks},
       "price_table_date": PRICE_TABLE_DATE,

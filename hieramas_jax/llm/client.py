@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import aiohttp
 import numpy as np
+import yarl
 
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
@@ -179,7 +180,10 @@ class LLMClient:
     self.retry_after_cap_s = float(retry_after_cap_s)
     self.unreachable_retries = unreachable_retries
     self._rng = np.random.default_rng(seed)
-    self._url = endpoint.chat_url
+    try:
+      self._url = yarl.URL(endpoint.chat_url)  # parsed once here, not by aiohttp on every request
+    except ValueError as e:
+      raise EndpointConfigError(f"endpoint {endpoint.name!r}: invalid URL {endpoint.chat_url!r}: {e}") from None
     self._key_prefix = endpoint.name.encode("utf-8") + b"\n"  # see cache.request_key
     self._routes = {
         name: _Route(model_id, MODELS[name], not MODELS[name].fixed_temperature,

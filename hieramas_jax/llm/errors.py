@@ -14,8 +14,8 @@ from hieramas_jax.llm.registry import UnknownModelError
 
 __all__ = [
     "LLMError", "MissingAPIKeyError", "EndpointConfigError", "RetriesExhaustedError",
-    "NonRetryableError", "EndpointUnreachableError", "CacheCorruptError", "UnknownModelError",
-    "redact_secrets",
+    "NonRetryableError", "EndpointUnreachableError", "CacheCorruptError", "CacheWriteError",
+    "UnknownModelError", "redact_secrets",
 ]
 
 # Provider error messages sometimes echo a masked key ("Incorrect API key provided: sk-ab***yz");
@@ -93,4 +93,9 @@ class EndpointUnreachableError(LLMError):
 
 
 class CacheCorruptError(LLMError):
-  """A response-cache shard holds a bad record that is not a torn last line."""
+  """The response store cannot be opened: not a store, a newer schema, or an old JSONL shard with a bad
+  record that is not a torn last line."""
+
+
+class CacheWriteError(LLMError):
+  """The response store could not commit answers (disk full, a lock held past the busy timeout...)."""

@@ -26,6 +26,9 @@ class FixedMAS(Untrained):
 
   name: str
   build: Builder = dataclasses.field(compare=False)
+  temperature: float | None = None  # None: the run's (0.2); a published method's own protocol otherwise
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
-    return await run_mas(ctx.client, item, self.build(item.benchmark, ctx.pool), ctx.settings, method=self.name)
+    settings = ctx.settings if self.temperature is None else dataclasses.replace(ctx.settings,
+                                                                                 temperature=self.temperature)
+    return await run_mas(ctx.client, item, self.build(item.benchmark, ctx.pool), settings, method=self.name)
