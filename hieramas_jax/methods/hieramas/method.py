@@ -90,9 +90,9 @@ class HieraMAS:
     return self._emb
 
   async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
-    items = list(items)
     """Loads the encoder and embeds `items` in a worker thread (the event loop keeps serving other cells);
     later calls read the encoder's cache."""
+    items = list(items)
     def work():
       with ENCODER_LOCK:
         emb = self.embeddings
