@@ -52,6 +52,16 @@ def test_random_dag_density_hits_its_target():
   assert all(graph_pool.is_dag(a) and graph_pool.is_weakly_connected(a) for a in adj)
 
 
+def test_compiled_random_dags_at_equals_the_eager_call():
+  key = jax.random.key(7)
+  for n, count, fold, lo, hi in [(4, 1, 0, 0.3, 0.7), (6, 64, 19, 0.3, 1.0), (9, 5, 2**32 - 1, 0.0, 0.0)]:
+    eager = graph_pool.random_dags(jax.random.fold_in(key, fold), jnp.full((count,), lo, jnp.float32),
+                                   jnp.full((count,), hi, jnp.float32), num_nodes=n)
+    compiled = graph_pool.random_dags_at(key, np.uint32(fold), np.float32(lo), np.float32(hi), count=count,
+                                         num_nodes=n)
+    np.testing.assert_array_equal(np.asarray(compiled), np.asarray(eager))
+
+
 def test_normalisation_on_a_hand_computed_3_node_graph():
   # Chain 0 -> 1 -> 2, plus a padding node 3 with (ignored) edges to and from it.
   adj = np.zeros((4, 4), bool)

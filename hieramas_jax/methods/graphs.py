@@ -19,7 +19,6 @@ import dataclasses
 import zlib
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from hieramas_jax.benchmarks.data import Item
@@ -67,9 +66,9 @@ class RandomGraph(Untrained):
 
   def graph_for(self, seed: int, item: Item, num_roles: int) -> np.ndarray:
     """The query's DAG: a pure function of (seed, item id), whatever order queries run in."""
-    key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(item.id.encode()))
-    adj = graph_pool.random_dags(key, jnp.full((1,), self.min_density, jnp.float32),
-                                 jnp.full((1,), self.max_density, jnp.float32), num_nodes=num_roles)
+    adj = graph_pool.random_dags_at(jax.random.key(seed), np.uint32(zlib.crc32(item.id.encode())),
+                                    np.float32(self.min_density), np.float32(self.max_density), count=1,
+                                    num_nodes=num_roles)
     return np.asarray(adj[0], bool)
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:

@@ -90,10 +90,15 @@ class Embeddings:
     return policy_lib.PolicyInputs(jnp.asarray(query_role), jnp.asarray(self.profiles), jnp.asarray(mask))
 
 
-def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float, max_density: float) -> np.ndarray:
-  """[count, N, N] random DAGs (reference recipe, `graph_pool.random_dags`)."""
-  return np.asarray(graph_pool.random_dags(key, jnp.full((count,), min_density, jnp.float32),
-                                           jnp.full((count,), max_density, jnp.float32), num_nodes=num_nodes))
+def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float, max_density: float,
+                  fold: int | None = None) -> np.ndarray:
+  """[count, N, N] random DAGs (reference recipe, `graph_pool.random_dags`) from `key`, or from
+  `fold_in(key, fold)` (compiled: called once per training step or query)."""
+  if fold is None:
+    return np.asarray(graph_pool.random_dags(key, jnp.full((count,), min_density, jnp.float32),
+                                             jnp.full((count,), max_density, jnp.float32), num_nodes=num_nodes))
+  return np.asarray(graph_pool.random_dags_at(key, np.uint32(fold), np.float32(min_density), np.float32(max_density),
+                                              count=count, num_nodes=num_nodes))
 
 
 def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
@@ -223,8 +228,8 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         idx = np.repeat(batch_indices(cfg.seed, step, cfg.stage1_batch, len(train)), cfg.stage1_samples)
         inputs = emb.policy_inputs(train_qr[idx])
         choices, tau = await off_loop(stage1_lib.sample_step, state, inputs, keys["sample"], s1cfg)
-        graphs = random_graphs(jax.random.fold_in(keys["graph"], step), len(idx), setup.num_roles,
-                               cfg.stage1_min_density, cfg.stage1_max_density)
+        graphs = random_graphs(keys["graph"], len(idx), setup.num_roles, cfg.stage1_min_density,
+                               cfg.stage1_max_density, fold=step)
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
                                       bound=bound)
         rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k)
@@ -314,8 +319,8 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   g = cfg.stage2_graphs
   choices = np.asarray(await off_loop(stage1_lib.greedy, policy_state,
                                         emb.policy_inputs(emb.query_role(train))))
-  adjacency = np.stack([random_graphs(jax.random.fold_in(keys["graphs"], i), g, setup.num_roles,
-                                      cfg.stage2_min_density, cfg.stage2_max_density) for i in range(len(train))])
+  adjacency = np.stack([random_graphs(keys["graphs"], g, setup.num_roles, cfg.stage2_min_density,
+                                      cfg.stage2_max_density, fold=i) for i in range(len(train))])
   flat_items = [it for it in train for _ in range(g)]
   flat_choices = np.repeat(choices, g, axis=0)
   sem = bound if bound is not None else asyncio.Semaphore(cfg.max_queries)
