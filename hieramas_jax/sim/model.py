@@ -264,11 +264,11 @@ class BehaviourModel:
         out.append(Answer(key, text.strip(), key == reading.math_key(item.answer)))
       else:
         key = reading.code_key(text)
-        out.append(Answer(key, text, key in self.correct_keys(item)))
+        out.append(Answer(key, text, key in self._correct_keys(item)))
     return out
 
   @functools.lru_cache(maxsize=4096)
-  def correct_keys(self, item: Item) -> frozenset:
+  def _correct_keys(self, item: Item) -> frozenset:
     return frozenset(reading.code_key(c) for c in self.correct_programs(item))
 
   @staticmethod
