@@ -32,8 +32,8 @@ flags.DEFINE_list("sections", list(SECTIONS), f"Sections to measure: {', '.join(
 flags.DEFINE_integer("n_items", 3000, "Items per benchmark (all when it has fewer; MMLU-Redux: a seeded sample).",
                      lower_bound=1)
 flags.DEFINE_integer("collab_items", 300, "Items per benchmark of the collaboration table.", lower_bound=1)
-flags.DEFINE_list("code_seeds", ["0", "1", "2", "3", "4"], "Sim seeds for HumanEval+ (independent simulated worlds); the "
-                  "first is the seed of every other benchmark.")
+flags.DEFINE_list("code_seeds", ["0", "1", "2", "3", "4"], "Sim seeds for HumanEval+ (independent simulated "
+                  "worlds); the first is the seed of every other benchmark.")
 flags.DEFINE_integer("seed", 0, "Seed of the item samples.")
 flags.DEFINE_float("tolerance", DEFAULT_TOLERANCE_PTS, "Points off target that flag a cell.")
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where calibration.json / .md are written.")

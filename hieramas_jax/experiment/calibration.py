@@ -392,7 +392,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
               f"{fg['target']:.2f}% ({'within' if fg['within'] else '**outside**'} {tol:g} points); sim CoT average "
               f"{fg['cot_average_measured']:.2f}% (paper {fg['paper_cot_average']:.2f}%): Full-Graph above CoT "
               f"{'holds' if fg['sign_holds'] else '**does not hold**'}.", "",
-              "| Benchmark | Setting | Full-Graph % | ±SE | n | $/query | calls/query |", "|---|---|---|---|---|---|---|"]
+              "| Benchmark | Setting | Full-Graph % | ±SE | n | $/query | calls/query |",
+              "|---|---|---|---|---|---|---|"]
     for c in fg["cells"]:
       lines.append(f"| {_title(c['benchmark'])} | {c['setting']} | {c['accuracy']:.2f} | {c['stderr']:.2f} | "
                    f"{c['n']} | {c['cost_per_query']:.5f} | {c['calls_per_query']:.1f} |")
@@ -423,7 +424,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
   cost = record.get("cost_check")
   if cost:
     lines += ["## Cost scale against the paper (test splits, gpt-5-mini everywhere)", "",
-              "| Row | Benchmark | Structure | Sim $ | Paper $ | Ratio | within ±30% |", "|---|---|---|---|---|---|---|"]
+              "| Row | Benchmark | Structure | Sim $ | Paper $ | Ratio | within ±30% |",
+              "|---|---|---|---|---|---|---|"]
     for r in cost["rows"]:
       lines.append(f"| {r['name']} | {_title(r['benchmark'])} | {r['structure']} | {r['measured_usd']:.2f} | "
                    f"{r['target_usd']:.2f} | {r['ratio']:.2f} | {'yes' if r['within'] else '**NO**'} |")
@@ -431,10 +433,12 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
   ec = record.get("error_coincidence")
   if ec:
     lines += ["## Error coincidence (in-process, from the sim's own answer identities)", "",
-              "| Benchmark | Two models both wrong: same answer | Target | One model, two samples at T=1 both wrong: same |",
+              "| Benchmark | Two models both wrong: same answer | Target "
+              "| One model, two samples at T=1 both wrong: same |",
               "|---|---|---|---|"]
     for b, e in ec.items():
-      lines.append(f"| {_title(b)} | {e['between_models']:.3f} (n={e['n_between']}) | {e['target_between_models']:.2f} | "
+      lines.append(f"| {_title(b)} | {e['between_models']:.3f} (n={e['n_between']}) | "
+                   f"{e['target_between_models']:.2f} | "
                    f"{e['within_model_T1']:.3f} (n={e['n_within']}) |")
     lines.append("")
   single = record.get("single")

@@ -99,7 +99,8 @@ def sim_correct(behaviour: BehaviourModel, item: Item, text: str) -> bool:
     boxed = reading.last_boxed(text)
     return boxed is not None and reading.math_key(boxed) == reading.math_key(item.answer)
   code = reading.code_block(text)
-  return code is not None and reading.code_key(code) in behaviour._correct_keys(item)  # pylint: disable=protected-access
+  correct = behaviour._correct_keys(item)  # pylint: disable=protected-access
+  return code is not None and reading.code_key(code) in correct
 
 
 Solver = Callable[[RunContext, Item], Any]
