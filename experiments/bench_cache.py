@@ -31,6 +31,7 @@ import numpy as np
 from absl import app, flags
 
 from hieramas_jax.experiment.provenance import provenance, update_json_key
+from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.llm.cache import STORE_NAME, CachedResponse, ResponseCache, iter_jsonl_shard
 from hieramas_jax.paths import RESULTS_DIR
 
@@ -184,6 +185,7 @@ def main(argv):
   flag_names = ("sizes", "repeats", "jsonl_repeats", "lookups", "seed")
   out["provenance"] = provenance(seed=FLAGS.seed, flags={k: FLAGS[k].value for k in flag_names})
   update_json_key(FLAGS.out, "cache", out)
+  log_bench_run(FLAGS.out, "cache", out)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from absl import app, flags
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.benchmarks.splits import load_split
 from hieramas_jax.experiment.provenance import atomic_write_json, provenance, update_json_key
+from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.learn import encoder as encoder_lib
 from hieramas_jax.llm.registry import get_model, get_pool
 from hieramas_jax.mas import roles as roles_lib
@@ -179,6 +180,7 @@ def main(argv):
                                  flags={k: FLAGS[k].value for k in ("per_benchmark", "reps", "backends", "seed",
                                                                      "pool")})
   update_json_key(FLAGS.out, "encoder", out)
+  log_bench_run(FLAGS.out, "encoder", out)
   print(json.dumps({k: out[k] for k in ("old_texts_per_s", "new_backend", "new_texts_per_s", "speedup", "min_cosine")}))
 
 

@@ -40,6 +40,7 @@ from absl import app, flags
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.provenance import provenance, update_json_key
+from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
@@ -385,6 +386,7 @@ def main(argv):
   # A run of one part keeps the other part's figures from an earlier run.
   previous = json.loads(Path(FLAGS.out).read_text()).get("executor", {}) if Path(FLAGS.out).exists() else {}
   update_json_key(FLAGS.out, "executor", {**previous, **out})
+  log_bench_run(FLAGS.out, "executor", {**previous, **out})
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from absl import app, flags
 from hieramas_jax.benchmarks import sandbox
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.provenance import provenance, update_json_key
+from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.paths import RESULTS_DIR
 
 FLAGS = flags.FLAGS
@@ -126,6 +127,7 @@ def main(argv):
                                     flags={k: FLAGS[k].value for k in ("blocks", "startup_runs")})
   out = FLAGS.out or os.path.join(RESULTS_DIR, "bench.json")
   update_json_key(out, "sandbox", record)
+  log_bench_run(out, "sandbox", record)
   print(f"isolated {record['isolated_tasks_per_s']} vs fallback {record['fallback_tasks_per_s']} tasks/s: "
         f"isolation costs {100 * record['isolation_cost']:.1f}% (goal <= {100 * GOAL_MAX_COST:.0f}%), "
         f"load {record['load_average']['before'][0]} -> {record['load_average']['after'][0]}; wrote {out}")

@@ -214,6 +214,7 @@ def run_benchmark(*, num_graphs: int, num_queries: int, num_nodes: int, dim: int
 def main(argv):
   del argv
   from hieramas_jax.experiment.provenance import provenance, update_json_key
+  from hieramas_jax.experiment.writers import log_bench_run
   from hieramas_jax.paths import RESULTS_DIR
 
   record = run_benchmark(num_graphs=FLAGS.num_graphs, num_queries=FLAGS.num_queries, num_nodes=FLAGS.num_nodes,
@@ -224,6 +225,7 @@ def main(argv):
       "num_graphs", "num_queries", "num_nodes", "dim", "hidden", "repeats", "loop_repeats", "big_k", "seed", "torch_compile")})
   out = FLAGS.out or os.path.join(RESULTS_DIR, "bench.json")
   update_json_key(out, "scoring", record)
+  log_bench_run(out, "scoring", record)
   print({k: record[k] for k in ("speedup_vs_torch_loop", "speedup_vs_torch_batched", "k10000_ms",
                                 "median_ms", "max_abs_diff_vs_jax")})
   print(f"wrote key 'scoring' of {out}")

@@ -26,6 +26,7 @@ from absl import app, flags
 
 from hieramas_jax.experiment.cli import parse_flags_or_exit
 from hieramas_jax.experiment.provenance import provenance, update_json_key
+from hieramas_jax.experiment.writers import log_bench_run
 
 # The checkout this script is in (not wherever an installed `hieramas_jax` points): that is the code timed.
 CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
@@ -130,6 +131,7 @@ def main(argv):
                                backend="sim"),
   }
   update_json_key(FLAGS.out, "table1", entry)
+  log_bench_run(FLAGS.out, "table1", entry)
   print(f"cold {cold['wall_s']} s, warm {warm['wall_s']} s, rerun {rerun['wall_s']} s -> {FLAGS.out} (key table1)")
 
 

@@ -21,6 +21,7 @@ from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS
                                                  run_calibration)
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.table1 import RunConfigMismatchError
+from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import MODELS
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
@@ -40,10 +41,12 @@ flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where calibration.json / .md a
 flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "calibration"), "Per-cell run directories.")
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once.", lower_bound=1)
 flags.DEFINE_bool("progress", True, "Show progress bars.")
+flags.DEFINE_bool("wandb", True, "Log calibration.json as a W&B run (offline unless WANDB_MODE=online or "
+                  "WANDB_API_KEY is set).")
 define_backend_flags()
 
 RUN_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds", "seed", "tolerance",
-             "out_dir", "run_root", "max_queries") + BACKEND_FLAG_NAMES
+             "out_dir", "run_root", "max_queries", "wandb") + BACKEND_FLAG_NAMES
 
 
 def main(argv):
@@ -70,6 +73,10 @@ def main(argv):
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress)
 
   record = run_or_exit(lambda: aio.run(go()), (RunConfigMismatchError,))
+  if FLAGS.wandb:
+    log_result_run(f"{FLAGS.out_dir}/calibration.json", record, job_type="calibration", name="calibration",
+                   group=f"calibration/{record['endpoint']}", config=selected_flags(FLAGS, RUN_FLAGS),
+                   extra_files=[f"{FLAGS.out_dir}/calibration.md"])
   summary = [f"wrote {FLAGS.out_dir}/calibration.md"]
   if "fit" in record:
     summary.append(f"fit: {record['fit']['n_outside']} of {len(record['fit']['cells'])} cells outside "

@@ -12,6 +12,7 @@ and regret.md (`report/regret.py`).
 from __future__ import annotations
 
 import logging
+import pathlib
 
 from absl import app, flags
 
@@ -19,6 +20,7 @@ from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
+from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -47,11 +49,13 @@ flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of th
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where regret.json / regret.md are written.")
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
+flags.DEFINE_bool("wandb", True, "Every cell and the regret file its own W&B run (offline unless WANDB_MODE=online or "
+                  "WANDB_API_KEY is set).")
 define_backend_flags()
 
 RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_random_graphs", "search_option", "limit",
              "train_limit",
-             "val_limit", "max_queries", "run_root", "out_dir", "sim_process") + BACKEND_FLAG_NAMES
+             "val_limit", "max_queries", "run_root", "out_dir", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
 def main(argv):
@@ -76,13 +80,17 @@ def main(argv):
   async def go():
     async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process) as backend:
       return await run_table(spec, {FLAGS.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
-                             max_queries=FLAGS.max_queries, progress=FLAGS.progress)
+                             max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   table = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
   record = regret_record(table)
   suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
   atomic_write_json(f"{FLAGS.out_dir}/regret{suffix}.json", record)
   atomic_write_text(f"{FLAGS.out_dir}/regret{suffix}.md", regret_markdown(record))
+  if FLAGS.wandb:
+    log_result_run(f"{FLAGS.out_dir}/regret{suffix}.json", record, job_type="oracle_regret", name=f"regret{suffix}",
+                   group=f"{pathlib.Path(FLAGS.run_root).name}/{table['endpoint']}", config=run_flags,
+                   extra_files=[f"{FLAGS.out_dir}/regret{suffix}.md"])
   print(f"wrote {FLAGS.out_dir}/regret{suffix}.json and .md:")
   for key, e in record["entries"].items():
     print(f"  {key}: oracle={e['oracle_reward']:.4f} random={e['random_reward']:.4f} learned={e['learned_reward']} "

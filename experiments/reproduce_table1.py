@@ -54,8 +54,8 @@ flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once, over al
                      lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: serve the sim from its own process "
                   "(its own core) instead of a thread.")
-flags.DEFINE_bool("wandb", False, "Mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default "
-                  "offline).")
+flags.DEFINE_bool("wandb", True, "Every cell and training stage its own W&B run (offline unless WANDB_MODE=online or "
+                  "WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
 flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
 define_backend_flags()
 

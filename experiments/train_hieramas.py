@@ -92,8 +92,8 @@ flags.DEFINE_integer("train_limit", None, "Use only the first N training queries
 flags.DEFINE_integer("val_limit", None, "Use only the first N validation queries.", lower_bound=1)
 flags.DEFINE_integer("test_limit", None, "Use only the first N test queries.", lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
-flags.DEFINE_bool("wandb", True, "Mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default "
-                  "offline).")
+flags.DEFINE_bool("wandb", True, "The cell and each training stage its own W&B run (offline unless WANDB_MODE=online "
+                  "or WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
 

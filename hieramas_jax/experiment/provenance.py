@@ -22,6 +22,8 @@ SIMULATED_LABEL = "simulated pool (hieramas_jax.sim): not real LLM results"
 
 # Flags whose values must never be written anywhere (they may hold secrets by mistake).
 _SECRET_MARKERS = ("key", "token", "secret", "password")
+# Prefixes of OpenAI-compatible providers' API keys ("sk-...", OpenRouter "sk-or-...").
+_KEY_PREFIXES = ("sk-", "sk_")
 
 
 def git_commit() -> dict[str, Any]:
@@ -36,14 +38,27 @@ def git_commit() -> dict[str, Any]:
 
 
 def redact(flags: Mapping[str, Any]) -> dict[str, Any]:
-  """Flags with anything that looks like a secret replaced, so no key reaches a result."""
+  """Flags with anything that looks like a secret replaced, so no key reaches a result or a W&B config.
+
+  Nested mappings (a cell's method config inside a W&B config) are redacted too, and so is any string
+  value shaped like an API key, whatever its flag is called: a key pasted into the wrong flag must not
+  leak either.
+  """
   out = {}
   for k, v in flags.items():
-    if any(m in k.lower() for m in _SECRET_MARKERS) and not k.lower().endswith("_env"):
+    if any(m in str(k).lower() for m in _SECRET_MARKERS) and not str(k).lower().endswith("_env"):
+      out[k] = "<redacted>"
+    elif isinstance(v, Mapping):
+      out[k] = redact(v)
+    elif isinstance(v, str) and _looks_like_key(v):
       out[k] = "<redacted>"
     else:
       out[k] = v
   return out
+
+
+def _looks_like_key(value: str) -> bool:
+  return value.startswith(_KEY_PREFIXES) and len(value) >= 20 and " " not in value
 
 
 def repo_relative(value: Any) -> Any:

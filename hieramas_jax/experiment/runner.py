@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -45,7 +46,8 @@ from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
 from hieramas_jax.experiment.provenance import atomic_write_json, provenance
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo, prepare_run_dir, repo_relative, safe_name
-from hieramas_jax.experiment.writers import make_writers
+from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
+                                             WandbWriter, scalar_leaves, wandb_group)
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import RunSettings
 from hieramas_jax.methods.api import RunContext, check_method_names, make_method
@@ -69,6 +71,11 @@ STATE_DIR = "state"
 TRAINING_COST_FILE = "training_cost.json"
 SUMMARY_FILE = "summary.json"
 PROGRESS_FILE = "progress.json"
+CHOSEN_FILE = "chosen_graphs.json"
+# Trace-summary fields that describe the configuration a method chose for a query (graph, LLMs).
+CHOSEN_FIELDS = ("graph_index", "graph_density", "graph_kind", "graph_edges", "graph_score", "choices",
+                 "active_roles", "vote_graphs", "edges_per_round", "mean_edge_prob")
+PER_QUERY_COLUMNS = ("query_id", "correct", "cost_usd", "chosen_graph", "llms_per_position", "n_calls")
 
 
 class InvalidRunError(ValueError):
@@ -318,7 +325,7 @@ class TableProgress:
     self.bar.close()
 
 
-class _ItemProgress:
+class _ItemProgress(NullWriter):
   """A metric writer that feeds a cell's finished-item count to the table's progress."""
 
   def __init__(self, progress: TableProgress, key: str):
@@ -409,6 +416,82 @@ def build_method(cell: Cell, spec: TableSpec):
     raise InvalidRunError(f"{cell.method} on {cell.benchmark}/{cell.pool}: {e}") from e
 
 
+def wandb_group_of(root: pathlib.Path) -> str:
+  """The reproduction a cell belongs to: its run root's name and endpoint ("table1/sim-seed0-8de37b2e697a")."""
+  return wandb_group(f"{root.parent.name}/{root.name}")
+
+
+def chosen_record(result: ItemResult) -> dict[str, Any]:
+  """What the method chose for one query (graph, LLMs per position), from its trace summary."""
+  return {"item_id": result.item_id, "correct": result.correct,
+          **{k: result.trace[k] for k in CHOSEN_FIELDS if k in result.trace}}
+
+
+def per_query_rows(results: Sequence[ItemResult]) -> list[list[Any]]:
+  """Rows of the per-query W&B table (PER_QUERY_COLUMNS): the chosen graph and LLMs as compact JSON."""
+  rows = []
+  for r in results:
+    t = r.trace
+    graph = {k: t[k] for k in ("graph_index", "graph_kind", "graph_density", "graph_edges", "edges_per_round")
+             if k in t}
+    llms = t.get("choices", t.get("models"))
+    rows.append([r.item_id, bool(r.correct), float(r.cost_usd), json.dumps(graph) if graph else "",
+                 json.dumps(llms) if llms is not None else "", int(r.n_calls)])
+  return rows
+
+
+@dataclasses.dataclass
+class CellWriters:
+  """A cell's writers: `fit` (training curves: console, metrics.jsonl, one W&B run per stage) and the
+  cell's own W&B run (running accuracy and cost, summary, per-query table, results artifact), which is
+  opened when the results are in and written from a worker thread: `wandb.init` blocks for about a
+  second, and the event loop meanwhile serves the other cells."""
+
+  fit: MultiWriter
+  stages: NullWriter
+  open_eval: Any  # () -> a writer
+
+  @classmethod
+  def make(cls, run_dir: pathlib.Path, cell: Cell, config: Mapping[str, Any], *, group: str,
+           use_wandb: bool) -> "CellWriters":
+    tags = (cell.setting, f"seed{cell.seed}", cell.pool, cell.benchmark, cell.tag)
+    stages: NullWriter = NullWriter()
+    open_eval: Any = NullWriter
+    if use_wandb:
+      stages = StageWandbWriters(run_dir, config, method=cell.method, name=cell.key, group=group, tags=tags)
+      open_eval = functools.partial(WandbWriter, run_dir, config, name=cell.key, group=group, job_type=cell.label,
+                                    tags=tags)
+    return cls(MultiWriter([ConsoleWriter(cell.key), JsonlWriter(run_dir), stages]), stages, open_eval)
+
+  def log_fit(self, cell: Cell, run_dir: pathlib.Path, fit: Mapping[str, Any]) -> None:
+    """A fit that ran in this process: its summary and checkpoints go to its stage run(s)."""
+    if isinstance(self.stages, StageWandbWriters) and not self.stages.runs:
+      self.stages.write_scalars(0, {f"{cell.method}/fitted": 1.0})  # a fit that logs no curve still gets a run
+    self.stages.write_summary(scalar_leaves({"fit": fit.get("summary") or {}, "training": fit.get("training") or {}}))
+    self.stages.write_artifact(f"checkpoints-{cell.key}", "model", [run_dir / STATE_DIR, run_dir / FIT_FILE])
+
+  def log_results(self, cell: Cell, run_dir: pathlib.Path, results: Sequence[ItemResult],
+                  record: Mapping[str, Any]) -> None:
+    """Running accuracy and cost in test-split order, the summary, the per-query table, the results files."""
+    writer = self.open_eval()
+    try:
+      correct = cost = 0.0
+      for i, r in enumerate(results, 1):
+        correct += r.correct
+        cost += r.cost_usd
+        writer.write_scalars(i, {"eval/running_accuracy": 100.0 * correct / i, "eval/running_cost_usd": cost,
+                                 "eval/correct": float(r.correct), "eval/cost_usd": r.cost_usd})
+      writer.write_summary(scalar_leaves({k: v for k, v in record.items() if k not in ("outcomes", "seed")}))
+      writer.write_table("per_query", PER_QUERY_COLUMNS, per_query_rows(results))
+      writer.write_artifact(f"results-{cell.key}", "results",
+                            [run_dir / SUMMARY_FILE, run_dir / "items.jsonl", run_dir / CHOSEN_FILE])
+    finally:
+      writer.close()
+
+  def close(self) -> None:
+    self.fit.close()
+
+
 async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
                    progress: TableProgress, settings: RunSettings = RunSettings(), method=None,
                    show_bars: bool = False, use_wandb: bool = False, flags: Mapping[str, Any] | None = None
@@ -419,6 +502,7 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
     raise InvalidRunError(f"{cell.key}: no test queries")
   method = method if method is not None else build_method(cell, spec)
   source = load_source(cell, spec, root)
+  sizes = {"train": len(items.train), "val": len(items.val), "test": len(items.test)}
   run_dir = prepare_run_dir(cell_dir(root, cell), {
       "cell": dataclasses.asdict(cell), "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
       "method_config": json.loads(json.dumps(method.describe(), default=str)),
@@ -426,8 +510,10 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
       "splits": {name: {"n": len(part), "ids_sha256": ids_sha256(part)}
                  for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
       "data": data_record(cell.benchmark, cell.setting)})
-  writers = make_writers(run_dir, {**dict(flags or {}), "cell": cell.key, "method_config": method.describe()},
-                         use_wandb=use_wandb, name=cell.key, group=f"{cell.setting}-seed{cell.seed}")
+  writers = CellWriters.make(run_dir, cell, {**dict(flags or {}), "cell": dataclasses.asdict(cell),
+                                             "method_config": method.describe(), "sizes": sizes,
+                                             "run_dir": repo_relative(run_dir)},
+                             group=wandb_group_of(root), use_wandb=use_wandb)
   try:
     ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
     wanted = {it.id for it in items.test}
@@ -435,9 +521,12 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
     need_state = len(done) < len(wanted)
     fit = None
     started = time.monotonic()
+    fits_now = method.trainable and source is None and not (run_dir / FIT_FILE).exists()
     if method.trainable:
-      fit = await _fit_or_load(cell, method, items, ctx, run_dir, source, need_state=need_state, writers=writers,
-                               progress=progress, show_bars=show_bars)
+      fit = await _fit_or_load(cell, method, items, ctx, run_dir, source, need_state=need_state,
+                               writers=writers.fit, progress=progress, show_bars=show_bars)
+      if fits_now:
+        writers.log_fit(cell, run_dir, fit)
     fitted = time.monotonic()
     if need_state:
       await method.prepare([it for it in items.test if it.id not in done], ctx)
@@ -452,10 +541,14 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
               "mean_cost_usd": summary["cost_usd"] / max(summary["n"], 1),
               "training": training, "fit": (fit or {}).get("summary"),
               "loaded_from": (fit or {}).get("loaded_from"),
-              "sizes": {"train": len(items.train), "val": len(items.val), "test": len(items.test)},
+              "sizes": sizes,
               "timing": timing,
               "run_dir": repo_relative(run_dir), "outcomes": outcomes(results)}
     atomic_write_json(run_dir / SUMMARY_FILE, {k: v for k, v in record.items() if k != "outcomes"})
+    chosen = [chosen_record(r) for r in results]
+    if any(len(c) > 2 for c in chosen):
+      atomic_write_json(run_dir / CHOSEN_FILE, chosen)
+    await asyncio.to_thread(writers.log_results, cell, run_dir, results, record)
     progress.status(cell.key, "done", accuracy=round(summary["accuracy"], 2))
     return record
   finally:

@@ -1,7 +1,13 @@
 """Metric writers behind one interface (console, JSONL, W&B), after CLU's `metric_writers`.
 
 The JSONL file in the run directory is the record tables are rebuilt from; W&B is a mirror for
-browsing, offline by default (`WANDB_MODE`, else "offline") and skippable (`--wandb=false`).
+browsing. Its mode comes from `WANDB_MODE` when the user set it ("online", "offline", "disabled");
+otherwise a `WANDB_API_KEY` means online and no key means offline, so nothing ever needs a server and
+nothing forces offline on a user who chose online. `make wandb-sync` uploads offline runs later.
+
+Every writer takes scalars (curves), a summary, tables (rows of per-query results) and artifacts
+(files: results, chosen graphs, checkpoints); a writer that has no use for one ignores it, so
+writers compose freely in a `MultiWriter`.
 """
 
 from __future__ import annotations
@@ -11,11 +17,15 @@ import logging
 import math
 import os
 import pathlib
+import secrets
 from typing import Any, Mapping, Protocol, Sequence
 
 from hieramas_jax.experiment.provenance import redact
 
 log = logging.getLogger(__name__)
+
+PROJECT = "hieramas-jax"
+WANDB_MODES = ("online", "offline", "disabled")
 
 
 class MetricWriter(Protocol):
@@ -25,11 +35,36 @@ class MetricWriter(Protocol):
   def write_summary(self, summary: Mapping[str, Any]) -> None:
     ...
 
+  def write_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    ...
+
+  def write_artifact(self, name: str, kind: str, paths: Sequence[str | os.PathLike]) -> None:
+    ...
+
   def close(self) -> None:
     ...
 
 
-class ConsoleWriter:
+class NullWriter:
+  """Accepts everything and keeps nothing: the base of writers that use only some of the interface."""
+
+  def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
+    pass
+
+  def write_summary(self, summary: Mapping[str, Any]) -> None:
+    pass
+
+  def write_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    pass
+
+  def write_artifact(self, name: str, kind: str, paths: Sequence[str | os.PathLike]) -> None:
+    pass
+
+  def close(self) -> None:
+    pass
+
+
+class ConsoleWriter(NullWriter):
   """Logs summaries (not every step: the progress bar shows those) through `logging`."""
 
   def __init__(self, prefix: str = ""):
@@ -42,12 +77,13 @@ class ConsoleWriter:
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
     log.info("%s%s", f"{self.prefix}: " if self.prefix else "", shown)
 
-  def close(self) -> None:
-    pass
 
+class JsonlWriter(NullWriter):
+  """Appends `{"step": s, ...}` lines to metrics.jsonl and the summary to summary.json.
 
-class JsonlWriter:
-  """Appends `{"step": s, ...}` lines to metrics.jsonl and the summary to summary.json."""
+  Tables and artifacts are already files of the run directory (items.jsonl, state/), so they are not
+  copied again.
+  """
 
   def __init__(self, run_dir: str | os.PathLike):
     self.run_dir = pathlib.Path(run_dir)
@@ -66,36 +102,129 @@ class JsonlWriter:
     self._f.close()
 
 
-class WandbWriter:
-  """A W&B run mirroring the scalars; mode from WANDB_MODE, default "offline" (no network needed).
+def wandb_mode(explicit: str | None = None) -> str:
+  """The W&B mode: `explicit`, else WANDB_MODE, else online with WANDB_API_KEY, else offline."""
+  mode = explicit or os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+  if mode not in WANDB_MODES:
+    raise ValueError(f"WANDB_MODE={mode!r} is not one of {', '.join(WANDB_MODES)}")
+  return mode
+
+
+def wandb_group(default: str) -> str:
+  """The W&B group: WANDB_RUN_GROUP when the user set one (W&B's own variable), else `default`."""
+  return os.environ.get("WANDB_RUN_GROUP") or default
+
+
+def artifact_name(text: str) -> str:
+  """W&B artifact names allow letters, digits, '-', '_' and '.' only."""
+  return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-")[:120]
+
+
+class WandbWriter(NullWriter):
+  """One W&B run; mode from `wandb_mode` (offline by default, no network needed).
 
   Args:
-    run_dir: the W&B files go under it.
-    config: the run's flags; secrets are redacted before W&B sees them.
-    project, name, group: W&B naming.
-    mode: overrides WANDB_MODE.
+    run_dir: the W&B files go under it (`<run_dir>/wandb/offline-run-*`).
+    config: the run's flags; secrets are redacted (nested ones too) before W&B sees them.
+    project, name, group, job_type, tags: W&B naming (group = the reproduction, job_type = the method
+      or the training stage).
+    mode: overrides `wandb_mode()`.
+    new_id: give the run an id of its own even inside a W&B sweep agent (whose WANDB_RUN_ID belongs to
+      the one run that reports the sweep's metric); training-stage runs set it.
   """
 
-  def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, project: str = "hieramas-jax",
-               name: str | None = None, group: str | None = None, mode: str | None = None):
+  def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, project: str = PROJECT,
+               name: str | None = None, group: str | None = None, job_type: str | None = None,
+               tags: Sequence[str] = (), mode: str | None = None, new_id: bool = False):
     import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
     self._wandb = wandb
-    mode = mode or os.environ.get("WANDB_MODE") or "offline"
-    self._run = wandb.init(project=project, name=name, group=group, mode=mode, dir=str(run_dir),
-                           config=redact(dict(config)), reinit="create_new")
+    pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
+    # Only when asked: otherwise W&B's own WANDB_RUN_ID (a sweep agent's run) applies.
+    extra = {"id": secrets.token_hex(4)} if new_id else {}
+    self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or project, name=name, group=group,
+                           job_type=job_type, tags=[t for t in tags if t] or None, mode=wandb_mode(mode),
+                           dir=str(run_dir), config=redact(json.loads(json.dumps(dict(config), default=str))),
+                           reinit="create_new", **extra)
+
+  @property
+  def run(self):
+    return self._run
 
   def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
-    self._run.log(dict(scalars), step=step)
+    self._run.log({k: _finite(v) for k, v in scalars.items()}, step=step)
 
   def write_summary(self, summary: Mapping[str, Any]) -> None:
     for k, v in summary.items():
-      self._run.summary[k] = v
+      self._run.summary[k] = _finite(v)
+
+  def write_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    self._run.log({name: self._wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
+
+  def write_artifact(self, name: str, kind: str, paths: Sequence[str | os.PathLike]) -> None:
+    """Logs the existing files and directories among `paths` as one artifact (missing ones are skipped)."""
+    present = [pathlib.Path(p) for p in paths if pathlib.Path(p).exists()]
+    if not present:
+      return
+    artifact = self._wandb.Artifact(artifact_name(name), type=kind)
+    for p in present:
+      if p.is_dir():
+        artifact.add_dir(str(p), name=p.name)
+      else:
+        artifact.add_file(str(p), name=p.name)
+    self._run.log_artifact(artifact)
 
   def close(self) -> None:
     self._run.finish()
 
 
-class MultiWriter:
+class StageWandbWriters(NullWriter):
+  """One W&B run per training stage, opened on the stage's first scalar.
+
+  A fit logs `stage1/...` and `stage2/...` (HieraMAS) or `<method>/...` (the learned baselines); each
+  prefix gets its own run named `<name>/<stage>` with job_type `<method>:<stage>` (`<method>:fit` for a
+  baseline's one stage). A resumed fit opens the runs again for the steps it still trains; a loaded fit
+  opens none. The summary and artifacts (checkpoints) go to every stage run opened so far.
+  """
+
+  def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, method: str, name: str,
+               group: str | None, tags: Sequence[str] = (), mode: str | None = None):
+    self.run_dir, self.config, self.method, self.name = pathlib.Path(run_dir), dict(config), method, name
+    self.group, self.tags, self.mode = group, tuple(tags), mode
+    self.runs: dict[str, WandbWriter] = {}
+
+  def _stage(self, key: str) -> str:
+    prefix = key.partition("/")[0] if "/" in key else "fit"
+    return "fit" if prefix == self.method else prefix
+
+  def _run_for(self, stage: str) -> WandbWriter:
+    if stage not in self.runs:
+      self.runs[stage] = WandbWriter(self.run_dir, {**self.config, "stage": stage}, name=f"{self.name}/{stage}",
+                                     group=self.group, job_type=f"{self.method}:{stage}", tags=self.tags,
+                                     mode=self.mode, new_id=True)
+    return self.runs[stage]
+
+  def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
+    by_stage: dict[str, dict[str, float]] = {}
+    for k, v in scalars.items():
+      by_stage.setdefault(self._stage(k), {})[k] = v
+    for stage, values in by_stage.items():
+      self._run_for(stage).write_scalars(step, values)
+
+  def write_summary(self, summary: Mapping[str, Any]) -> None:
+    for run in self.runs.values():
+      run.write_summary(summary)
+
+  def write_artifact(self, name: str, kind: str, paths: Sequence[str | os.PathLike]) -> None:
+    if self.runs:
+      list(self.runs.values())[-1].write_artifact(name, kind, paths)
+
+  def close(self) -> None:
+    for run in self.runs.values():
+      run.close()
+    self.runs.clear()
+
+
+class MultiWriter(NullWriter):
   """Fans every call out to several writers."""
 
   def __init__(self, writers: Sequence[MetricWriter]):
@@ -109,21 +238,76 @@ class MultiWriter:
     for w in self.writers:
       w.write_summary(summary)
 
+  def write_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    for w in self.writers:
+      w.write_table(name, columns, rows)
+
+  def write_artifact(self, name: str, kind: str, paths: Sequence[str | os.PathLike]) -> None:
+    for w in self.writers:
+      w.write_artifact(name, kind, paths)
+
   def close(self) -> None:
     for w in self.writers:
       w.close()
 
 
 def make_writers(run_dir: str | os.PathLike, config: Mapping[str, Any], *, use_wandb: bool,
-                 name: str | None = None, group: str | None = None) -> MultiWriter:
+                 name: str | None = None, group: str | None = None, job_type: str | None = None) -> MultiWriter:
   """Console + JSONL always; W&B when `use_wandb`."""
   writers: list[MetricWriter] = [ConsoleWriter(name or ""), JsonlWriter(run_dir)]
   if use_wandb:
-    writers.append(WandbWriter(run_dir, config, name=name, group=group))
+    writers.append(WandbWriter(run_dir, config, name=name, group=group, job_type=job_type))
   return MultiWriter(writers)
+
+
+def scalar_leaves(record: Mapping[str, Any], prefix: str = "", limit: int = 500) -> dict[str, float]:
+  """The numeric leaves of a nested record as `a/b/c` keys (a W&B summary of a results file)."""
+  out: dict[str, float] = {}
+
+  def walk(value, key):
+    if len(out) >= limit:
+      return
+    if isinstance(value, bool):
+      out[key] = float(value)
+    elif isinstance(value, (int, float)):
+      out[key] = _finite(float(value))
+    elif isinstance(value, Mapping):
+      for k, v in value.items():
+        if k != "provenance":
+          walk(v, f"{key}/{k}" if key else str(k))
+
+  walk(record, prefix)
+  return out
+
+
+def log_result_run(result_file: str | os.PathLike, record: Mapping[str, Any], *, job_type: str, name: str,
+                   group: str, config: Mapping[str, Any] | None = None, extra_files: Sequence[str | os.PathLike] = (),
+                   run_dir: str | os.PathLike | None = None) -> None:
+  """One W&B run for a script's results (calibration, oracle, a benchmark): config, summary, artifact.
+
+  The summary is the record's numeric leaves; the artifact holds the results file (and `extra_files`).
+  WANDB_MODE=disabled turns it off. The W&B files go under `runs/wandb/<job_type>/` unless `run_dir`.
+  """
+  from hieramas_jax.paths import REPO_DIR  # pylint: disable=import-outside-toplevel
+  if wandb_mode() == "disabled":
+    return
+  config = dict(config if config is not None else (record.get("provenance") or {}).get("flags") or {})
+  writer = WandbWriter(run_dir or REPO_DIR / "runs" / "wandb" / artifact_name(job_type), config, name=name,
+                       group=wandb_group(group), job_type=job_type)
+  try:
+    writer.write_summary(scalar_leaves(record))
+    writer.write_artifact(f"{job_type}-{name}", "results", [result_file, *extra_files])
+  finally:
+    writer.close()
 
 
 def _finite(v: Any) -> Any:
   if isinstance(v, float) and not math.isfinite(v):
     return None
   return v
+
+
+def log_bench_run(bench_file: str | os.PathLike, key: str, value: Mapping[str, Any]) -> None:
+  """The W&B run of one benchmark script: its key of results/bench.json (job_type `bench_<key>`)."""
+  flags = (value.get("provenance") or {}).get("flags") if isinstance(value, Mapping) else None
+  log_result_run(bench_file, {key: value}, job_type=f"bench_{key}", name=key, group="bench", config=flags or {})

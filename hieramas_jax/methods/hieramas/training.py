@@ -380,6 +380,10 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
   """
   batch = stage2_batch(data, emb.role_emb, cfg.stage2_drop_ties)
   contrastive = int(batch.label_mask.any(axis=1).sum())
+  if writer is not None:
+    # Logged whether or not the classifier trains: a skipped stage 2 still shows (and says why) in the curves.
+    writer.write_scalars(step_offset, {"stage2/contrastive_queries": float(contrastive),
+                                       "stage2/skipped": float(contrastive < MIN_CONTRASTIVE_QUERIES)})
   if contrastive < MIN_CONTRASTIVE_QUERIES:
     params = fresh_scorer_params(cfg, emb)
     history = [{"skipped": f"{contrastive} of {batch.label_mask.shape[0]} training queries show any reward "
