@@ -1,14 +1,22 @@
-"""Turn a sweep spec (data) into commands or a W&B sweep config, and optionally run it locally.
+"""Turn a sweep spec (data) into commands or a W&B sweep config, or walk its grid locally.
 
-A sweep is a JSON file: the program, the flags every run shares, and a grid of flag values.
+A sweep is a JSON file: the program, the flags every run shares, a grid of flag values, and where each
+point's results file lands.
 
   python launch/sweep.py --spec=launch/sweeps/k_pool_size.json --mode=commands
-  python launch/sweep.py --spec=launch/sweeps/k_pool_size.json --mode=wandb > sweep.yaml
-  python launch/sweep.py --spec=launch/sweeps/k_pool_size.json --mode=run   # one after another
+  python launch/sweep.py --spec=launch/sweeps/k_pool_size.json --mode=wandb > launch/k_pool_size.yaml
+  python launch/sweep.py --spec=launch/sweeps/k_pool_size.json --mode=run --parallel=2   # make sweep-k
 
 Each grid point becomes one run with its own flag set, so every point is an ordinary ablation run
-with the provenance that any run writes. `--mode=run` skips points whose run directory already has
-a finished marker, so a killed sweep resumes where it stopped.
+with the provenance that any run writes (a point whose tag names every grid flag is the same cell as
+the ablation flagfile of that value: `--tag=k{k_pool}` at k_pool=50 is `k_50.flags`). The committed
+W&B sweep configs `launch/<name>.yaml` are this script's `--mode=wandb` output (a test keeps them equal);
+`wandb sweep launch/<name>.yaml` + `wandb agent <id>` runs the same grid on as many machines as wanted.
+
+`--mode=run` walks the grid on this machine without a W&B server: a point is finished when its results
+file exists and records the point's flags (so a killed sweep resumes where it stopped, and a stale file
+of another configuration does not count), up to `--parallel` points run at once, and the sweep's table
+and plot go to `<out_dir>/sweep_<name>.{md,json,png}` (`report/sweeps.py`).
 """
 
 from __future__ import annotations
@@ -19,13 +27,25 @@ import pathlib
 import shlex
 import subprocess
 import sys
+import time
 
 from absl import app, flags
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's package, not another one
+  sys.path.insert(0, str(REPO))
 
 _SPEC = flags.DEFINE_string("spec", None, "Path to a sweep spec (JSON).", required=True)
 _MODE = flags.DEFINE_enum("mode", "commands", ["commands", "wandb", "run"],
                           "commands: print one shell command per grid point; wandb: print a W&B sweep "
-                          "config (YAML); run: run the points locally one after another.")
+                          "config (YAML); run: run the points locally (resumable, in parallel).")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "--mode=run: most grid points running at once.", lower_bound=1)
+_OUT_DIR = flags.DEFINE_string("out_dir", str(REPO / "results"), "--mode=run: where sweep_<name>.* are written.")
+_EXTRA = flags.DEFINE_multi_string("extra", [], "--mode=run / commands: one more flag for every point, e.g. "
+                                   "--extra=--test_limit=8 (it takes part in the finished-point check).")
+
+# Grid/flag values the results file must record for a point to count as finished.
+RESULTS_DEFAULT = "results/hieramas_{benchmark}_{pool}_{tag}.json"
 
 
 class SweepSpecError(ValueError):
@@ -46,6 +66,9 @@ def load_spec(path: str) -> dict:
   if not isinstance(spec["grid"], dict) or not all(isinstance(v, list) and v for v in spec["grid"].values()):
     raise SweepSpecError(f"{path}: 'grid' must map flag names to non-empty lists of values")
   spec.setdefault("flags", {})
+  clash = sorted(set(spec["flags"]) & set(spec["grid"]))
+  if clash:
+    raise SweepSpecError(f"{path}: {', '.join(clash)} both fixed and swept")
   return spec
 
 
@@ -60,22 +83,132 @@ def _flag(name, value) -> str:
   return f"--{name}={value}"
 
 
-def point_command(spec: dict, point: dict) -> list[str]:
-  tag = "_".join(f"{k}={v}" for k, v in sorted(point.items()))
+def point_values(spec: dict, point: dict) -> dict:
+  """Every flag of the point (fixed + swept), with the tag's template filled in."""
+  values = {**spec["flags"], **point}
+  if isinstance(values.get("tag"), str):
+    values["tag"] = values["tag"].format(**values)
+  return values
+
+
+def point_command(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> list[str]:
+  """The point's command. Its flags are the spec's as written (the program fills a tag template itself,
+  as under a W&B agent); a spec without a tag names each point's run with --run_name instead."""
   args = [_flag(k, v) for k, v in sorted(spec["flags"].items())] + [_flag(k, v) for k, v in sorted(point.items())]
-  args.append(_flag("run_name", f"{spec['name']}/{tag}"))
-  return ["python", spec["program"], *args]
+  if "tag" not in spec["flags"]:
+    tag = "_".join(f"{k}={v}" for k, v in sorted(point.items()))
+    args.append(_flag("run_name", f"{spec['name']}/{tag}"))
+  return ["python", spec["program"], *args, *extra]
 
 
-def wandb_sweep_yaml(spec: dict) -> str:
-  """A grid sweep for `wandb sweep`; fixed flags become single-value parameters."""
-  lines = [f"name: {spec['name']}", f"program: {spec['program']}", "method: grid", "parameters:"]
-  for k, v in sorted(spec["flags"].items()):
-    lines += [f"  {k}:", f"    value: {json.dumps(v)}"]
-  for k, vs in sorted(spec["grid"].items()):
-    lines += [f"  {k}:", f"    values: {json.dumps(vs)}"]
-  lines += ["command:", "  - ${env}", "  - python", "  - ${program}", "  - ${args}"]
+def results_file(spec: dict, point: dict) -> pathlib.Path:
+  return REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
+
+
+def _same(recorded, wanted) -> bool:
+  return recorded == wanted or str(recorded).lower() == str(wanted).lower()
+
+
+def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:
+  """The point's results file exists and its provenance records the point's flags (fixed, swept, extra)."""
+  path = results_file(spec, point)
+  if not path.exists():
+    return False
+  try:
+    recorded = json.loads(path.read_text())["provenance"]["flags"]
+  except (json.JSONDecodeError, KeyError, TypeError):
+    return False
+  wanted = point_values(spec, point)
+  for e in extra:
+    name, _, value = e.lstrip("-").partition("=")
+    wanted[name] = value
+  recorded = dict(recorded)
+  if isinstance(recorded.get("tag"), str):  # a template filled in the same way ("k{k_pool}" and "k50" agree)
+    try:
+      recorded["tag"] = recorded["tag"].format(**recorded)
+    except (KeyError, ValueError, IndexError):
+      pass
+  return all(k in recorded and _same(recorded[k], v) for k, v in wanted.items())
+
+
+def wandb_sweep_config(spec: dict) -> dict:
+  """The W&B grid sweep: fixed flags as single-value parameters; `${args}` passes them as --name=value."""
+  parameters = {k: {"value": v} for k, v in sorted(spec["flags"].items())}
+  parameters.update({k: {"values": list(vs)} for k, vs in sorted(spec["grid"].items())})
+  return {"name": spec["name"], "description": spec.get("description", ""), "program": spec["program"],
+          "method": "grid", "metric": {"name": "accuracy", "goal": "maximize"}, "parameters": parameters,
+          "command": ["${env}", "python", "${program}", "${args}"]}
+
+
+def wandb_sweep_yaml(spec: dict, spec_path: str | None = None) -> str:
+  """`wandb_sweep_config` as YAML (block style, flow lists), with the command that made it."""
+  cfg = wandb_sweep_config(spec)
+  lines = []
+  if spec_path:
+    lines += [f"# Generated by: python launch/sweep.py --spec={spec_path} --mode=wandb",
+              "# Run: wandb sweep <this file>, then `wandb agent <sweep id>` on every machine (repository root,",
+              "# the venv activated: the agent runs `python`)."]
+  lines += [f"name: {cfg['name']}", f"description: {json.dumps(cfg['description'])}", f"program: {cfg['program']}",
+            "method: grid", "metric:", "  name: accuracy", "  goal: maximize", "parameters:"]
+  for k, v in cfg["parameters"].items():
+    lines.append(f"  {k}:")
+    lines += [f"    value: {json.dumps(v['value'])}"] if "value" in v else [f"    values: {json.dumps(v['values'])}"]
+  lines += ["command:"] + [f"  - {c}" for c in cfg["command"]]
   return "\n".join(lines) + "\n"
+
+
+def run_grid(spec: dict, *, parallel: int, extra: tuple[str, ...] = (), python: str = sys.executable,
+             poll_s: float = 0.2) -> list[dict]:
+  """Runs every unfinished point (at most `parallel` at once); returns per point what happened.
+
+  A failed point does not stop the others; the caller reports it (non-zero exit).
+  """
+  outcomes = []
+  todo = []
+  for point in grid_points(spec):
+    if is_finished(spec, point, extra):
+      print(f"[sweep {spec['name']}] finished, skipped: {point}", flush=True)
+      outcomes.append({"point": point, "status": "skipped"})
+    else:
+      todo.append(point)
+  running: list[tuple[dict, subprocess.Popen]] = []
+  while todo or running:
+    while todo and len(running) < parallel:
+      point = todo.pop(0)
+      cmd = point_command(spec, point, extra)
+      print(f"[sweep {spec['name']}] {shlex.join(cmd)}", flush=True)
+      running.append((point, subprocess.Popen([python, *cmd[1:]], cwd=REPO)))
+    still = []
+    for point, proc in running:
+      rc = proc.poll()
+      if rc is None:
+        still.append((point, proc))
+      else:
+        ok = rc == 0 and is_finished(spec, point, extra)
+        outcomes.append({"point": point, "status": "done" if ok else "failed", "returncode": rc})
+        if not ok:
+          print(f"error: grid point {point} failed (exit code {rc})", file=sys.stderr, flush=True)
+    running = still
+    if running:
+      time.sleep(poll_s)
+  return outcomes
+
+
+def write_table(spec: dict, out_dir: str | pathlib.Path, extra: tuple[str, ...] = ()) -> list[pathlib.Path]:
+  """The sweep's table and plot from whatever points have results (report/sweeps.py)."""
+  from hieramas_jax.experiment.provenance import command_line, provenance  # pylint: disable=C0415
+  from hieramas_jax.experiment.rundir import repo_relative  # pylint: disable=C0415
+  from hieramas_jax.report.sweeps import sweep_record, write_sweep  # pylint: disable=C0415
+  points = []
+  for point in grid_points(spec):
+    path = results_file(spec, point)
+    finished = is_finished(spec, point, extra)
+    points.append({"values": point, "results_file": repo_relative(path),
+                   "results": json.loads(path.read_text()) if finished else None})
+  backends = {(p["results"].get("provenance") or {}).get("backend") for p in points if p["results"]}
+  prov = provenance(seed=spec["flags"].get("seed"), flags={"spec": spec, "extra": list(extra)},
+                    backend=",".join(sorted(b for b in backends if b)) or None, command=command_line())
+  return write_sweep(sweep_record(spec, points, prov), out_dir)
 
 
 def main(argv):
@@ -85,20 +218,21 @@ def main(argv):
   except SweepSpecError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
+  extra = tuple(_EXTRA.value)
   if _MODE.value == "wandb":
-    sys.stdout.write(wandb_sweep_yaml(spec))
+    sys.stdout.write(wandb_sweep_yaml(spec, _SPEC.value))
     return
-  for point in grid_points(spec):
-    cmd = point_command(spec, point)
-    if _MODE.value == "commands":
-      print(shlex.join(cmd))
-      continue
-    print(f"[sweep {spec['name']}] {shlex.join(cmd)}", flush=True)
-    cmd[0] = sys.executable
-    rc = subprocess.run(cmd, check=False).returncode
-    if rc != 0:
-      print(f"error: grid point {point} failed with exit code {rc}", file=sys.stderr)
-      sys.exit(rc)
+  if _MODE.value == "commands":
+    for point in grid_points(spec):
+      print(shlex.join(point_command(spec, point, extra)))
+    return
+  outcomes = run_grid(spec, parallel=_PARALLEL.value, extra=extra)
+  written = write_table(spec, _OUT_DIR.value, extra)
+  failed = [o for o in outcomes if o["status"] == "failed"]
+  print(f"[sweep {spec['name']}] {len(outcomes) - len(failed)} of {len(outcomes)} points finished; wrote "
+        + ", ".join(str(p) for p in written), flush=True)
+  if failed:
+    sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import pathlib
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "launch"))
@@ -31,7 +33,7 @@ def test_grid_points_and_commands_cover_the_product(tmp_path):
   assert cmd[:2] == ["python", "experiments/train_hieramas.py"]
   assert "--benchmark=math" in cmd and "--wandb=false" in cmd
   assert "--k_pool=50" in cmd and "--num_proposers=6" in cmd
-  assert cmd[-1] == "--run_name=s/k_pool=50_num_proposers=6"
+  assert cmd[-1] == "--run_name=s/k_pool=50_num_proposers=6"  # no tag in the spec: each point names its run
 
 
 def test_wandb_sweep_config_lists_fixed_and_grid_parameters(tmp_path):
@@ -40,6 +42,97 @@ def test_wandb_sweep_config_lists_fixed_and_grid_parameters(tmp_path):
   text = sweep.wandb_sweep_yaml(spec)
   assert "method: grid" in text and "program: p.py" in text
   assert "  k_pool:\n    values: [50, 500]" in text and "  seed:\n    value: 0" in text
+  assert yaml.safe_load(text) == sweep.wandb_sweep_config(spec)
+
+
+def _yaml_grid(config: dict) -> list[dict]:
+  """The points a W&B grid sweep enumerates: the product of every parameter's values."""
+  params = config["parameters"]
+  names = sorted(params)
+  choices = [params[n]["values"] if "values" in params[n] else [params[n]["value"]] for n in names]
+  return [dict(zip(names, combo)) for combo in itertools.product(*choices)]
+
+
+@pytest.mark.parametrize("name", ["k_pool_size", "num_proposers"])
+def test_committed_wandb_yaml_is_the_spec_and_enumerates_the_local_runners_grid(name):
+  spec_path = f"launch/sweeps/{name}.json"
+  spec = sweep.load_spec(str(REPO / spec_path))
+  committed = (REPO / "launch" / f"{name}.yaml").read_text()
+  assert committed == sweep.wandb_sweep_yaml(spec, spec_path), "regenerate with launch/sweep.py --mode=wandb"
+  config = yaml.safe_load(committed)
+  # What `wandb agent` passes (${args}: --name=value of every parameter) equals the local command's flags.
+  local = [sorted(sweep.point_command(spec, p)[2:]) for p in sweep.grid_points(spec)]
+  agent = [sorted(f"--{k}={v}" for k, v in point.items()) for point in _yaml_grid(config)]
+  assert sorted(local) == sorted(agent)
+  assert config["program"] == spec["program"] and (REPO / config["program"]).exists()
+  assert config["command"] == ["${env}", "python", "${program}", "${args}"]
+  # The committed MMLU-Redux results trained on the first 512 training queries.
+  assert config["parameters"]["train_limit"] == {"value": 512}
+
+
+FAKE_PROGRAM = """
+import json, os, pathlib, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+log = pathlib.Path(args["log"])
+with open(log, "a") as f:
+  f.write(json.dumps(args) + "\\n")
+if os.environ.get("FAKE_FAIL") == args["k"]:
+  sys.exit(3)
+tag = args["tag"].format(**args)
+out = pathlib.Path(args["out"]) / f"r_{tag}.json"
+out.write_text(json.dumps({"accuracy": 50.0 + int(args["k"]), "n": 4, "cost_usd": 0.4, "mean_cost_usd": 0.1,
+                           "mean_system_reward": 0.5, "mean_active_roles": 1.0,
+                           "provenance": {"flags": {**args, "k": int(args["k"])}, "backend": "sim",
+                                          "command": "fake"}}))
+"""
+
+
+def _fake_sweep(tmp_path, **flags) -> dict:
+  program = tmp_path / "fake.py"
+  program.write_text(FAKE_PROGRAM)
+  out = tmp_path / "out"
+  out.mkdir(exist_ok=True)
+  return {"name": "fake", "program": str(program), "grid": {"k": [1, 2, 3]},
+          "flags": {"tag": "k{k}", "out": str(out), "log": str(tmp_path / "calls.jsonl"), **flags},
+          "results": str(out / "r_{tag}.json")}
+
+
+def _calls(tmp_path) -> list[int]:
+  path = tmp_path / "calls.jsonl"
+  return sorted(int(json.loads(l)["k"]) for l in path.read_text().splitlines()) if path.exists() else []
+
+
+def test_local_runner_skips_finished_points_and_resumes_a_killed_sweep(tmp_path, monkeypatch):
+  spec = _fake_sweep(tmp_path, extra_flag="x")
+  monkeypatch.setenv("FAKE_FAIL", "2")
+  outcomes = sweep.run_grid(spec, parallel=2, poll_s=0.05)
+  assert {o["point"]["k"]: o["status"] for o in outcomes} == {1: "done", 2: "failed", 3: "done"}
+  assert _calls(tmp_path) == [1, 2, 3]
+  # The rerun (the "killed" point 2 now succeeds) runs only what is not finished.
+  monkeypatch.delenv("FAKE_FAIL")
+  (tmp_path / "calls.jsonl").unlink()
+  # A finished file of another configuration does not count: point 3's recorded flags are changed.
+  r3 = tmp_path / "out" / "r_k3.json"
+  rec = json.loads(r3.read_text())
+  rec["provenance"]["flags"]["extra_flag"] = "y"
+  r3.write_text(json.dumps(rec))
+  outcomes = sweep.run_grid(spec, parallel=2, poll_s=0.05)
+  assert {o["point"]["k"]: o["status"] for o in outcomes} == {1: "skipped", 2: "done", 3: "done"}
+  assert _calls(tmp_path) == [2, 3]
+  assert sweep.run_grid(spec, parallel=2, poll_s=0.05) == [{"point": {"k": k}, "status": "skipped"} for k in (1, 2, 3)]
+
+
+def test_local_runner_writes_the_sweep_table_and_plot(tmp_path):
+  spec = _fake_sweep(tmp_path)
+  sweep.run_grid(spec, parallel=3, poll_s=0.05)
+  written = sweep.write_table(spec, tmp_path / "results")
+  assert sorted(p.name for p in written) == ["sweep_fake.json", "sweep_fake.md", "sweep_fake.png"]
+  record = json.loads((tmp_path / "results" / "sweep_fake.json").read_text())
+  assert [r["accuracy"] for r in record["rows"]] == [51.0, 52.0, 53.0]
+  assert record["backend"] == "sim" and "simulated pool" in record["label"]
+  md = (tmp_path / "results" / "sweep_fake.md").read_text()
+  assert md.splitlines()[0] == "# Sweep fake - simulated pool" and "| 2 | 52.00 |" in md
+  assert (tmp_path / "results" / "sweep_fake.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -1,0 +1,120 @@
+"""A sweep's table and plot (accuracy and cost against the swept flag) from its points' results files.
+
+Each grid point of a sweep (`launch/sweep.py`) is an ordinary HieraMAS run whose results file
+(`results/hieramas_<benchmark>_<pool>_<tag>.json`, `report/hieramas.py`) carries accuracy, cost, mean
+system reward and provenance; the sweep's record lines them up by the swept values. Figures made on
+the simulated pool say so in their title.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any, Mapping, Sequence
+
+from hieramas_jax.experiment.provenance import SIMULATED_LABEL
+
+SIM_TITLE = "simulated pool"
+
+
+def sweep_record(spec: Mapping[str, Any], points: Sequence[Mapping[str, Any]], prov: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+  """The sweep's rows: each point's values and its results (None when the point has no results yet).
+
+  Args:
+    spec: the sweep spec (name, program, flags, grid).
+    points: per grid point {"values": {...}, "results_file": path, "results": the file's content or None}.
+    prov: provenance of the table itself (the sweep command).
+  """
+  rows = []
+  backends = set()
+  for p in points:
+    r = p.get("results")
+    row = {"values": dict(p["values"]), "results_file": p["results_file"], "done": r is not None}
+    if r is not None:
+      backends.add((r.get("provenance") or {}).get("backend"))
+      row.update({k: r.get(k) for k in ("accuracy", "n", "cost_usd", "mean_cost_usd", "mean_system_reward",
+                                        "mean_active_roles")})
+      row["command"] = (r.get("provenance") or {}).get("command")
+    rows.append(row)
+  backend = ",".join(sorted(b for b in backends if b)) or None
+  return {"name": spec["name"], "description": spec.get("description", ""), "program": spec["program"],
+          "flags": dict(spec.get("flags", {})), "grid": dict(spec["grid"]), "rows": rows, "backend": backend,
+          "label": SIMULATED_LABEL if backend == "sim" else None, "provenance": dict(prov)}
+
+
+def sweep_markdown(record: Mapping[str, Any]) -> str:
+  names = sorted(record["grid"])
+  sim = record.get("backend") == "sim"
+  lines = [f"# Sweep {record['name']}" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  if sim:
+    lines += [f"**{record['label']}.**", ""]
+  if record.get("description"):
+    lines += [record["description"], ""]
+  lines += [f"Program `{record['program']}`; fixed flags `{json.dumps(record['flags'], sort_keys=True)}`.", "",
+            "| " + " | ".join(names) + " | accuracy % | $/query | mean reward | active roles | n | results |",
+            "|---" * (len(names) + 6) + "|"]
+
+  def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+  for row in record["rows"]:
+    lines.append("| " + " | ".join(str(row["values"][n]) for n in names) + " | "
+                 + (" | ".join([fmt(row.get("accuracy"), ".2f"), fmt(row.get("mean_cost_usd"), ".5f"),
+                                fmt(row.get("mean_system_reward"), ".3f"), fmt(row.get("mean_active_roles"), ".2f"),
+                                fmt(row.get("n"), "d")]) if row["done"] else "not run yet | - | - | - | -")
+                 + f" | `{row['results_file']}` |")
+  prov = record["provenance"]
+  lines += ["", "## Provenance", "", "Command (the table; each point's own command is in its results file):", "",
+            "```", prov.get("command", ""), "```", "", "```json",
+            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  return "\n".join(lines)
+
+
+def sweep_figure(record: Mapping[str, Any]):
+  """Accuracy and cost per query against the swept flag (one line per value of any other grid flag)."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  names = sorted(record["grid"])
+  axis = names[0]
+  others = names[1:]
+  fig, (ax_acc, ax_cost) = plt.subplots(1, 2, figsize=(9, 3.4))
+  series: dict[tuple, list] = {}
+  for row in record["rows"]:
+    if row["done"]:
+      series.setdefault(tuple(row["values"][n] for n in others), []).append(row)
+  for key, rows in sorted(series.items(), key=lambda kv: str(kv[0])):
+    rows = sorted(rows, key=lambda r: r["values"][axis])
+    xs = [r["values"][axis] for r in rows]
+    label = ", ".join(f"{n}={v}" for n, v in zip(others, key)) or None
+    ax_acc.plot(xs, [r["accuracy"] for r in rows], "o-", label=label)
+    ax_cost.plot(xs, [r["mean_cost_usd"] for r in rows], "o-", label=label)
+  ax_acc.set(xlabel=axis, ylabel="accuracy %", title="accuracy")
+  ax_cost.set(xlabel=axis, ylabel="USD per query", title="inference cost")
+  if others and series:
+    ax_acc.legend(fontsize=7)
+  sim = record.get("backend") == "sim"
+  fig.suptitle(f"Sweep {record['name']}" + (f" ({SIM_TITLE})" if sim else ""))
+  if not series:
+    for ax in (ax_acc, ax_cost):
+      ax.text(0.5, 0.5, "no finished point yet", ha="center", va="center", transform=ax.transAxes)
+  fig.tight_layout()
+  return fig
+
+
+def write_sweep(record: Mapping[str, Any], out_dir: str | pathlib.Path) -> list[pathlib.Path]:
+  """results/sweep_<name>.{json,md,png}."""
+  from hieramas_jax.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text  # pylint: disable=C0415
+  import io  # pylint: disable=import-outside-toplevel
+  out_dir = pathlib.Path(out_dir)
+  stem = out_dir / f"sweep_{record['name']}"
+  atomic_write_json(stem.with_suffix(".json"), record)
+  atomic_write_text(stem.with_suffix(".md"), sweep_markdown(record))
+  fig = sweep_figure(record)
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=110)
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  plt.close(fig)
+  atomic_write_bytes(stem.with_suffix(".png"), buf.getvalue())
+  return [stem.with_suffix(s) for s in (".json", ".md", ".png")]

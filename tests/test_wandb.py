@@ -1,0 +1,139 @@
+"""W&B writers against offline runs read back from disk: one run per cell and per training stage, with
+config (secrets redacted), curves, summary, the per-query table and artifacts; the mode rules."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.runner import PER_QUERY_COLUMNS, TableSpec, run_table
+from hieramas_jax.experiment.writers import StageWandbWriters, WandbWriter, log_result_run, wandb_mode
+from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.endpoint import sim_endpoint
+from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
+from wandb_offline import offline_runs
+
+SECRET = "sk-or-v1-do-not-leak-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+  monkeypatch.setenv("WANDB_SILENT", "true")
+  monkeypatch.delenv("WANDB_RUN_GROUP", raising=False)
+
+
+@pytest.mark.parametrize("env, mode", [({}, "offline"), ({"WANDB_API_KEY": "x" * 40}, "online"),
+                                       ({"WANDB_MODE": "online"}, "online"),
+                                       ({"WANDB_MODE": "disabled", "WANDB_API_KEY": "x" * 40}, "disabled")])
+def test_offline_by_default_and_never_forced_offline_when_the_user_chose_online(monkeypatch, env, mode):
+  monkeypatch.delenv("WANDB_MODE", raising=False)
+  monkeypatch.delenv("WANDB_API_KEY", raising=False)
+  for k, v in env.items():
+    monkeypatch.setenv(k, v)
+  assert wandb_mode() == mode
+
+
+def test_a_bad_wandb_mode_is_one_clear_error(monkeypatch):
+  monkeypatch.setenv("WANDB_MODE", "sometimes")
+  with pytest.raises(ValueError, match="WANDB_MODE='sometimes'"):
+    wandb_mode()
+
+
+def test_writer_logs_config_curves_summary_table_and_artifact_into_the_offline_run(tmp_path):
+  result = tmp_path / "results.json"
+  result.write_text('{"accuracy": 50.0}')
+  w = WandbWriter(tmp_path / "run", {"seed": 3, "api_key": SECRET, "nested": {"token": SECRET, "note": SECRET},
+                                     "api_key_env": "OPENROUTER_API_KEY"},
+                  name="cell", group="table1/sim", job_type="base", tags=("main", ""))
+  w.write_scalars(1, {"eval/running_accuracy": 100.0})
+  w.write_scalars(2, {"eval/running_accuracy": 50.0})
+  w.write_summary({"accuracy": 50.0})
+  w.write_table("per_query", ["query_id", "correct"], [["q1", True], ["q2", False]])
+  w.write_artifact("results-cell|x", "results", [result, tmp_path / "missing.json"])
+  w.close()
+  (run,) = offline_runs(tmp_path / "run")
+  assert (run.name, run.group, run.job_type, run.tags) == ("cell", "table1/sim", "base", ["main"])
+  assert run.config["seed"] == 3 and run.config["api_key"] == "<redacted>"
+  assert run.config["nested"] == {"token": "<redacted>", "note": "<redacted>"}
+  assert run.config["api_key_env"] == "OPENROUTER_API_KEY"
+  assert [h["eval/running_accuracy"] for h in run.history if "eval/running_accuracy" in h] == [100.0, 50.0]
+  assert run.summary["accuracy"] == 50.0
+  (table,) = [p for p in run.files if p.name.startswith("per_query") and p.name.endswith(".table.json")]
+  assert '"q2"' in table.read_text()
+  assert {"name": "results-cell-x", "type": "results", "paths": ["results.json"]} in run.artifacts
+  leaked = [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+  assert not leaked
+
+
+def test_stage_writer_opens_one_run_per_training_stage(tmp_path):
+  stages = StageWandbWriters(tmp_path, {"seed": 0}, method="hieramas", name="hieramas|math", group="g")
+  stages.write_scalars(1, {"stage1/loss": 1.0})
+  stages.write_scalars(2, {"stage1/loss": 0.5})
+  stages.write_scalars(3, {"stage2/train_loss": 0.7})
+  stages.close()
+  runs = {r.job_type: r for r in offline_runs(tmp_path)}
+  assert set(runs) == {"hieramas:stage1", "hieramas:stage2"}
+  assert [h["stage1/loss"] for h in runs["hieramas:stage1"].history if "stage1/loss" in h] == [1.0, 0.5]
+  assert not any("stage1/loss" in h for h in runs["hieramas:stage2"].history)
+  assert runs["hieramas:stage2"].name == "hieramas|math/stage2"
+
+
+def test_a_result_run_has_the_results_file_as_artifact_and_its_numbers_as_summary(tmp_path, monkeypatch):
+  monkeypatch.setenv("WANDB_MODE", "offline")
+  result = tmp_path / "bench.json"
+  result.write_text("{}")
+  log_result_run(result, {"cache": {"open_ms": 3.5, "provenance": {"seed": 1}}, "n": 2}, job_type="bench_cache",
+                 name="cache", group="bench", config={"seed": 0}, run_dir=tmp_path / "w")
+  (run,) = offline_runs(tmp_path / "w")
+  assert run.job_type == "bench_cache" and run.group == "bench"
+  assert run.summary["cache/open_ms"] == 3.5 and run.summary["n"] == 2.0 and "cache/provenance/seed" not in run.summary
+  assert run.artifacts[0]["paths"] == ["bench.json"]
+
+
+# Tiny HieraMAS: 2 stage-1 steps, 2 stage-2 epochs (the test_runner budgets), and an untrained row.
+HIERAMAS_TINY = {"stage1_steps": 2, "stage1_batch": 2, "stage1_samples": 2, "stage1_val_every": 2, "k_pool": 8,
+                 "stage2_graphs": 2, "stage2_epochs": 2, "stage2_batch": 4}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_every_cell_and_training_stage_is_its_own_wandb_run(tmp_path):
+  spec = TableSpec(("base", "hieramas"), ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, 3,
+                   {"hieramas": HIERAMAS_TINY})
+  sim = start_sim_in_thread(SimConfig(seed=0))
+  try:
+    async def go():
+      endpoint = sim_endpoint(sim.base_url)
+      async with LLMClient(endpoint) as client:
+        return await run_table(spec, {0: Backend(client, endpoint, None)}, run_root=tmp_path / "table1",
+                               flags={"methods": "base,hieramas", "api_key": SECRET}, progress=False,
+                               use_wandb=True)
+    table = asyncio.run(go())
+  finally:
+    sim.close()
+  runs = offline_runs(tmp_path / "table1")
+  by_job = {r.job_type: r for r in runs}
+  assert set(by_job) == {"base", "hieramas", "hieramas:stage1", "hieramas:stage2"}
+  assert len({r.group for r in runs}) == 1 and runs[0].group.startswith("table1/sim")
+  cell = by_job["hieramas"]
+  record = table["cells"][cell.name]
+  assert cell.config["cell"]["method"] == "hieramas" and cell.config["api_key"] == "<redacted>"
+  assert cell.config["method_config"]["stage1_steps"] == 2
+  assert cell.summary["accuracy"] == pytest.approx(record["accuracy"])
+  curve = [h["eval/running_accuracy"] for h in cell.history if "eval/running_accuracy" in h]
+  assert len(curve) == 3 and curve[-1] == pytest.approx(record["accuracy"])
+  (table_file,) = [p for p in cell.files if p.name.startswith("per_query")]
+  import json
+  data = json.loads(table_file.read_text())
+  assert data["columns"] == list(PER_QUERY_COLUMNS) and len(data["data"]) == 3
+  assert all(json.loads(row[3])["graph_index"] >= 0 and len(json.loads(row[4])) == 8 for row in data["data"])
+  assert {a["type"] for a in cell.artifacts} >= {"results"}
+  results = next(a for a in cell.artifacts if a["type"] == "results")
+  assert {"summary.json", "items.jsonl", "chosen_graphs.json"} <= set(results["paths"])
+  stage1 = by_job["hieramas:stage1"]
+  assert [h["_step"] for h in stage1.history if "stage1/loss" in h] == [1, 2]
+  assert any(a["type"] == "model" and any(p.startswith("state/") for p in a["paths"])
+             for a in by_job["hieramas:stage2"].artifacts)
+  assert "training/cost_usd" in by_job["hieramas:stage2"].summary
