@@ -153,3 +153,25 @@ def test_committed_sweep_specs_load():
   for path in sorted((REPO / "launch" / "sweeps").glob("*.json")):
     spec = sweep.load_spec(str(path))
     assert sweep.grid_points(spec)
+
+
+def test_a_loaded_run_refuses_every_training_difference_in_one_error():
+  from hieramas_jax.experiment.runner import load_mismatch
+  from hieramas_jax.methods import make_method
+  method = make_method("hieramas", benchmark="mmlu_redux", pool="gpt-5-mini", k_pool=50)
+  base = {"cell": {"method": "hieramas", "benchmark": "mmlu_redux", "pool": "gpt-5-mini", "setting": "main",
+                   "seed": 0, "tag": ""}, "endpoint": "sim:seed0:abc", "settings": {"temperature": 0.2},
+          "data": {"benchmark": "d1", "split": "s1"}, "method_config": method.describe(),
+          "splits": {"train": {"n": 512, "ids_sha256": "a"}, "val": {"n": 125, "ids_sha256": "b"},
+                     "test": {"n": 250, "ids_sha256": "c"}}}
+  mine = json.loads(json.dumps(base))
+  mine["cell"]["tag"] = "k50"
+  mine["splits"]["test"] = {"n": 8, "ids_sha256": "z"}  # test size and tag do not change training
+  assert load_mismatch(base, mine, method) == []
+  theirs = json.loads(json.dumps(base))
+  theirs["splits"]["train"] = {"n": 2349, "ids_sha256": "all"}  # trained without --train_limit=512
+  theirs["method_config"] = {**base["method_config"], "stage1_lr": 0.5, "k_pool": 200}  # K is inference-only
+  theirs["settings"] = {"temperature": 0.7}
+  diff = load_mismatch(theirs, mine, method)
+  assert diff == ["train queries 2349 vs 512", 'settings {"temperature": 0.7} vs {"temperature": 0.2}',
+                  "stage1_lr 0.5 vs 0.01"]

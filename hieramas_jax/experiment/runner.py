@@ -369,6 +369,31 @@ def load_source(cell: Cell, spec: TableSpec, root: pathlib.Path) -> pathlib.Path
   return from_repo(source)
 
 
+def load_mismatch(theirs: Mapping[str, Any], mine: Mapping[str, Any], method) -> list[str]:
+  """Every difference between a finished fit's config.json and this cell's that changes training.
+
+  Training and validation queries (sizes and ids), the data files, the sampling settings, the endpoint,
+  the benchmark, pool and seed, and the method's own training fields (`method.training_fields()`, when it
+  has some: inference-time fields such as K may differ). Empty: the fit can be loaded.
+  """
+  out = []
+  for part in ("train", "val"):
+    a, b = theirs["splits"][part], mine["splits"][part]
+    if a != b:
+      out.append(f"{part} queries {a['n']} vs {b['n']}" + (" (other ids)" if a["n"] == b["n"] else ""))
+  for key in ("data", "settings", "endpoint"):
+    if theirs.get(key) != mine.get(key):
+      out.append(f"{key} {json.dumps(theirs.get(key))} vs {json.dumps(mine.get(key))}")
+  for key in ("method", "benchmark", "pool", "setting", "seed"):
+    if theirs["cell"].get(key) != mine["cell"].get(key):
+      out.append(f"{key} {theirs['cell'].get(key)!r} vs {mine['cell'].get(key)!r}")
+  fields = getattr(method, "training_fields", None)
+  if callable(fields):
+    a, b = theirs.get("method_config") or {}, mine.get("method_config") or {}
+    out += [f"{f} {a.get(f)!r} vs {b.get(f)!r}" for f in fields() if a.get(f) != b.get(f)]
+  return out
+
+
 async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, run_dir: pathlib.Path,
                        source: pathlib.Path | None, *, need_state: bool, writers, progress: TableProgress,
                        show_bars: bool) -> dict[str, Any]:
@@ -380,10 +405,11 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
       raise InvalidRunError(f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing)")
     theirs = json.loads((source / "config.json").read_text())
     mine = json.loads((run_dir / "config.json").read_text())
-    for part in ("train", "val"):
-      if theirs["splits"][part] != mine["splits"][part]:
-        raise RunConfigMismatchError(f"{repo_relative(source)} was fitted on other {part} queries "
-                                     f"({theirs['splits'][part]['n']} vs {mine['splits'][part]['n']}): cannot load it")
+    differences = load_mismatch(theirs, mine, method)
+    if differences:
+      raise RunConfigMismatchError(f"--load_run {repo_relative(source)} was trained differently: "
+                                   f"{'; '.join(differences)}; cannot load it (run it with the same training "
+                                   "flags and data sizes, or train this cell itself)")
     if need_state:
       method.load(source / STATE_DIR)
     record = json.loads(source_fit.read_text())

@@ -83,6 +83,10 @@ class HieraMAS:
   def describe(self) -> dict[str, Any]:
     return self.config.to_json()
 
+  def training_fields(self) -> tuple[str, ...]:
+    """The `describe()` fields a loaded fit (--load_run) must share: those that change training."""
+    return tuple(self.config.training_fingerprint())
+
   @property
   def embeddings(self) -> training.Embeddings:
     if self._emb is None:
