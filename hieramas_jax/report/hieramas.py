@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from hieramas_jax.experiment.rundir import from_repo
 from hieramas_jax.learn.rewards import system_reward
 
 DENSITY_BANDS = ((0.0, 1 / 3), (1 / 3, 2 / 3), (2 / 3, 1.0 + 1e-9))
@@ -52,6 +53,43 @@ def preferences(records: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> d
           "by_role": {r: {k: plain(v) for k, v in d.items()} for r, d in by_role.items()}}
 
 
+def policy_probabilities(records: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> dict[str, Any] | None:
+  """Mean normalised policy logits over the test queries (paper Fig. 4): per role and position, and pooled
+  over roles for the proposer positions and the synthesizer. None when the traces carry none (older runs)."""
+  with_probs = [r["trace"] for r in records if "policy_probs" in r["trace"]]
+  if not with_probs:
+    return None
+  probs = np.array([t["policy_probs"] for t in with_probs], np.float64)  # [Q, R, P, M + 1]
+  mean = probs.mean(axis=0)
+  return {"models": list(with_probs[0]["policy_models"]), "n": len(with_probs),
+          "proposer": mean[:, :-1, :].mean(axis=(0, 1)).round(4).tolist(),
+          "synthesizer": mean[:, -1, :].mean(axis=0).round(4).tolist(),
+          "by_role": {role: {"proposer": mean[i, :-1, :].mean(axis=0).round(4).tolist(),
+                             "synthesizer": mean[i, -1, :].round(4).tolist()} for i, role in enumerate(roles)}}
+
+
+# Curves kept in the results file (paper-style training plots without the run directory).
+CURVE_KEYS = ("stage1/loss", "stage1/batch_mean_system_reward", "stage1/batch_accuracy", "stage1/entropy",
+              "stage1/val_mean_reward", "stage1/val_accuracy", "stage2/train_loss", "stage2/val_loss")
+
+
+def training_curves(run_dir: str | pathlib.Path, keys: Sequence[str] = CURVE_KEYS) -> dict[str, list[list[float]]]:
+  """[[step, value], ...] per key from the cell's metrics.jsonl (after a resume a repeated step: last line wins)."""
+  path = pathlib.Path(run_dir) / "metrics.jsonl"
+  if not path.exists():
+    return {}
+  by_key: dict[str, dict[int, float]] = {}
+  for line in path.read_text().splitlines():
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError:
+      continue  # a line torn by a kill
+    for k in keys:
+      if row.get(k) is not None:
+        by_key.setdefault(k, {})[int(row["step"])] = float(row[k])
+  return {k: [[s, v] for s, v in sorted(d.items())] for k, d in by_key.items()}
+
+
 def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """Densities and identities of the chosen graphs (paper Fig. 3: most frequent graphs, density range)."""
   traces = [r["trace"] for r in records]
@@ -83,7 +121,8 @@ def test_summary(records: Sequence[Mapping[str, Any]], roles: Sequence[str], rew
   active = np.array([len(r["trace"]["active_roles"]) for r in records])
   return {"mean_cost_usd": float(cost.mean()), "mean_system_reward": float(reward.mean()),
           "mean_active_roles": float(active.mean()), "num_roles": len(roles),
-          "graph_density": graph_statistics(records), "llm_preferences": preferences(records, roles)}
+          "graph_density": graph_statistics(records), "llm_preferences": preferences(records, roles),
+          "policy_probabilities": policy_probabilities(records, roles)}
 
 
 def results_record(cell: Mapping[str, Any], records: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
@@ -95,4 +134,6 @@ def results_record(cell: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
                                   "completion_tokens")},
           **test_summary(records, roles, float(config["reward_k"])),
           "training": cell.get("training"), "fit": cell.get("fit"), "loaded_from": cell.get("loaded_from"),
-          "config": dict(config), "run_dir": cell["run_dir"], "sizes": dict(sizes), "provenance": dict(prov)}
+          "config": dict(config), "run_dir": cell["run_dir"], "sizes": dict(sizes),
+          "curves": training_curves(from_repo(cell["run_dir"])) if not cell.get("loaded_from") else {},
+          "provenance": dict(prov)}

@@ -28,6 +28,7 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
+from hieramas_jax.learn import policy as policy_lib
 from hieramas_jax.learn import stage1 as stage1_lib
 from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.llm.registry import get_pool
@@ -208,6 +209,12 @@ class HieraMAS:
                                                net=self._scorer))[0]
     return choices, scores
 
+  def policy_probabilities(self, item: Item) -> np.ndarray:
+    """[R, P, M + 1] the policy's normalised logits (softmax at temperature 1; last column: skip) for one
+    query: paper Fig. 4's LLM preferences per position, saved with every test query."""
+    inputs = self.embeddings.policy_inputs(self.embeddings.query_role([item]))
+    return np.asarray(policy_lib.probabilities(self.policy_state.params, inputs, 1.0, net=self.policy_state.net))[0]
+
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     self._check_ctx(ctx)
     choices, scores = self.choose(item)
@@ -231,7 +238,9 @@ class HieraMAS:
       trace.extra.update(self._graph_record(int(graphs[vote.winner]), scores))
       trace.extra["vote_graphs"] = [int(g) for g in graphs]
     trace.extra.update({"choices": names, "active_roles": [int(a) for a in active],
-                        "llm_mode": self.config.llm_mode, "graph_mode": self.config.graph_mode})
+                        "llm_mode": self.config.llm_mode, "graph_mode": self.config.graph_mode,
+                        "policy_models": list(self.setup.models) + ["skip"],
+                        "policy_probs": np.round(self.policy_probabilities(item), 4).tolist()})
     return trace
 
   def _graph_record(self, g: int, scores: np.ndarray) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""Paper Tables 2, 6 and 7 from the HieraMAS results files of the ablation cells (never typed by hand).
+
+Each ablation is a flag set (`experiments/ablations/*.flags`) whose run writes
+`results/hieramas_<benchmark>_<pool>_<tag>.json`; the untagged file is the main run. A table lines up,
+for every benchmark and pool setting that has a main run, the rows the paper compares:
+
+- Table 2 (components): HieraMAS, w/o Graph (`wo_graph`), w/o LLM Selection (`wo_llm_selection`);
+- Table 6 (proposers per supernode W): the main run (W = 2), `w6`, `w8`;
+- Table 7 (graph pool size K): `k50`, the main run (the benchmark's reference K), `k500`.
+
+A row whose file is missing prints "-" and the command that makes it; each table carries its own
+provenance (the command that built it) and every source file's command and commit.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any, Mapping, Sequence
+
+from hieramas_jax.fileio import atomic_write_json, atomic_write_text
+from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
+
+SIM_TITLE = "simulated pool"
+
+
+def _row(tag: str, title: str, flagfile: str | None):
+  return {"tag": tag, "title": title, "flagfile": flagfile}
+
+
+TABLES = {
+    "table2": {"title": "Table 2 (ablation of HieraMAS's components)",
+               "rows": [_row("", "HieraMAS", None), _row("wo_graph", "w/o Graph (3 random pool graphs, vote)",
+                                                         "wo_graph"),
+                        _row("wo_llm_selection", "w/o LLM Selection (strong model everywhere)", "wo_llm_selection")]},
+    "table6": {"title": "Table 6 (proposers per supernode W)",
+               "rows": [_row("", "W = 2 (main run)", None), _row("w6", "W = 6", "proposers_6"),
+                        _row("w8", "W = 8", "proposers_8")]},
+    "table7": {"title": "Table 7 (graph pool size K at inference)",
+               "rows": [_row("k50", "K = 50", "k_50"), _row("", "K = reference (main run)", None),
+                        _row("k500", "K = 500", "k_500")]},
+}
+FIELDS = ("accuracy", "n", "mean_cost_usd", "mean_system_reward", "mean_active_roles", "num_roles",
+          "num_candidates")
+
+
+def results_path(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> pathlib.Path:
+  return results_dir / (f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "") + ".json")
+
+
+def main_settings(results_dir: pathlib.Path) -> list[tuple[str, str]]:
+  """(benchmark, pool) of every main-run results file, in the paper's column order."""
+  out = []
+  for b in BENCHMARK_TITLES:
+    for p in POOL_TITLES:
+      if results_path(results_dir, b, p, "").exists():
+        out.append((b, p))
+  return out
+
+
+def _command(flagfile: str | None, benchmark: str, pool: str) -> str:
+  cmd = "python experiments/train_hieramas.py"
+  if flagfile:
+    cmd += f" --flagfile=experiments/ablations/{flagfile}.flags"
+  cmd += f" --benchmark={benchmark} --pool={pool}"
+  return cmd + (" --train_limit=512" if benchmark == "mmlu_redux" else "")
+
+
+def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[str, Any]) -> dict[str, Any]:
+  """One table's cells from the results files (missing ones recorded with the command that makes them)."""
+  results_dir = pathlib.Path(results_dir)
+  spec = TABLES[name]
+  settings = main_settings(results_dir)
+  cells, sources, backends = {}, {}, set()
+  for b, p in settings:
+    for row in spec["rows"]:
+      path = results_path(results_dir, b, p, row["tag"])
+      key = f"{row['tag'] or 'main'}|{b}|{p}"
+      if not path.exists():
+        cells[key] = {"missing": True, "file": path.name, "command": _command(row["flagfile"], b, p)}
+        continue
+      r = json.loads(path.read_text())
+      rp = r.get("provenance") or {}
+      backends.add(rp.get("backend"))
+      cells[key] = {"missing": False, "file": path.name, **{f: r.get(f) for f in FIELDS},
+                    "mean_graph_density": (r.get("graph_density") or {}).get("mean"),
+                    "loaded_from": r.get("loaded_from")}
+      sources[path.name] = {"command": rp.get("command"), "git": rp.get("git"), "backend": rp.get("backend")}
+  backend = ",".join(sorted(b for b in backends if b)) or None
+  return {"table": name, "title": spec["title"], "rows": spec["rows"], "settings": [list(s) for s in settings],
+          "cells": cells, "backend": backend, "sources": sources, "provenance": dict(prov)}
+
+
+def _fmt(v, spec: str) -> str:
+  return "-" if v is None else format(v, spec)
+
+
+def ablation_markdown(record: Mapping[str, Any]) -> str:
+  sim = record.get("backend") == "sim"
+  lines = [f"# {record['title']}" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  if sim:
+    lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.** Built from the HieraMAS results files "
+              "of the ablation runs (`experiments/ablations/*.flags`); inference-only rows load the main run's "
+              "models.", ""]
+  if not record["settings"]:
+    lines += ["No main HieraMAS results file (`results/hieramas_<benchmark>_<pool>.json`) yet: run "
+              "`python experiments/train_hieramas.py --benchmark=mmlu_redux --train_limit=512` first.", ""]
+  lines += ["Cell: accuracy % · $/query · mean system reward · active roles (of the benchmark's roles) · mean "
+            "density of the chosen graph. `-`: not run yet (the command is listed below the table).", ""]
+  columns = [tuple(s) for s in record["settings"]]
+  lines += ["| Row | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" for b, p in columns) + " |",
+            "|---" * (len(columns) + 1) + "|"]
+  missing = []
+  for row in record["rows"]:
+    out = []
+    for b, p in columns:
+      c = record["cells"][f"{row['tag'] or 'main'}|{b}|{p}"]
+      if c["missing"]:
+        out.append("-")
+        missing.append(c["command"])
+      else:
+        out.append(f"{_fmt(c['accuracy'], '.2f')} · ${_fmt(c['mean_cost_usd'], '.5f')} · "
+                   f"{_fmt(c['mean_system_reward'], '.3f')} · {_fmt(c['mean_active_roles'], '.2f')}/"
+                   f"{c.get('num_roles') or '-'} · {_fmt(c['mean_graph_density'], '.2f')}")
+    lines.append(f"| {row['title']} | " + " | ".join(out) + " |")
+  if missing:
+    lines += ["", "Not run yet:", "", "```"] + missing + ["```"]
+  lines += ["", "## Sources", "", "| File | Command | Commit |", "|---|---|---|"]
+  for name, src in sorted(record["sources"].items()):
+    commit = ((src.get("git") or {}).get("commit") or "")[:12]
+    lines.append(f"| `results/{name}` | `{src.get('command')}` | {commit} |")
+  prov = record["provenance"]
+  lines += ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "", "```json",
+            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  return "\n".join(lines)
+
+
+def write_ablation_tables(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path, prov: Mapping[str, Any],
+                          names: Sequence[str] = tuple(TABLES)) -> list[pathlib.Path]:
+  """<out_dir>/table2|table6|table7.{json,md}."""
+  out_dir = pathlib.Path(out_dir)
+  written = []
+  for name in names:
+    record = ablation_record(name, results_dir, prov)
+    atomic_write_json(out_dir / f"{name}.json", record)
+    atomic_write_text(out_dir / f"{name}.md", ablation_markdown(record))
+    written += [out_dir / f"{name}.json", out_dir / f"{name}.md"]
+  return written

@@ -1,0 +1,467 @@
+"""The offline HTML report: one self-contained page (`results/report/index.html`) with the paper's figures.
+
+Everything is read from `results/` (and, for curves older results files lack, the run directories they
+name): no network, no script, figures embedded as base64 PNG (matplotlib, Agg). Sections:
+
+1. cost against accuracy per benchmark and setting (Table 1 / Table 3 cells, 95% bootstrap intervals,
+   the Pareto front marked);
+2. Figure 3: the most chosen topologies per benchmark (density, count) and the pairwise Jaccard matrix
+   of the top-5 edge sets;
+3. Figure 4: LLM preferences per position (the policy's normalised logits, proposer and synthesizer);
+4. stage-1 and stage-2 training curves;
+5. the simulator's calibration (fit and validation, `results/calibration.json`);
+6. the sweep plots (`results/sweep_*.json`);
+7. every table of `results/` (`*.md`) rendered.
+
+A missing input makes its section say what is missing and how to make it; nothing crashes. Every figure
+made on the simulated pool carries "simulated pool" in its title.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import pathlib
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from hieramas_jax.report import paper
+from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
+
+SIM_TITLE = "simulated pool"
+
+CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1150px;
+       color: #222; line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: .9em; color: #555; }
+.missing { background: #fff4e5; border-left: 4px solid #f0a020; padding: .5em 1em; }
+.banner { background: #fdecea; border-left: 4px solid #d33; padding: .5em 1em; font-weight: 600; }
+table { border-collapse: collapse; font-size: .82em; margin: .5em 0; }
+td, th { border: 1px solid #ddd; padding: 2px 6px; vertical-align: top; }
+th { background: #f4f4f4; } pre { background: #f7f7f7; padding: .5em; overflow-x: auto; font-size: .8em; }
+details { margin: .6em 0; } summary { cursor: pointer; font-weight: 600; }
+nav a { margin-right: 1em; }
+"""
+
+
+def _plt():
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  return plt
+
+
+def _load(path: pathlib.Path) -> Any | None:
+  try:
+    return json.loads(path.read_text())
+  except (OSError, json.JSONDecodeError):
+    return None
+
+
+def _is_sim(record: Any) -> bool:
+  if not isinstance(record, Mapping):
+    return False
+  prov = record.get("provenance") or {}
+  return prov.get("backend") == "sim" or record.get("backend") == "sim"
+
+
+def _title(text: str, sim: bool) -> str:
+  return f"{text} ({SIM_TITLE})" if sim else text
+
+
+class Page:
+  """Sections of HTML and the figures they embed (counted, so a test can check that none is missing)."""
+
+  def __init__(self):
+    self.sections: list[tuple[str, str, str]] = []  # (anchor, title, body)
+    self.figures: list[str] = []
+
+  def figure(self, fig, name: str, caption: str) -> str:
+    plt = _plt()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    self.figures.append(name)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return (f'<figure data-figure="{html.escape(name)}"><img alt="{html.escape(name)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+
+  def add(self, anchor: str, title: str, body: str) -> None:
+    self.sections.append((anchor, title, body))
+
+  def render(self, title: str, banner: str | None, intro: str) -> str:
+    nav = " ".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t, _ in self.sections)
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    if banner:
+      parts.append(f'<p class="banner">{html.escape(banner)}</p>')
+    parts += [intro, f"<nav>{nav}</nav>"]
+    for anchor, t, body in self.sections:
+      parts.append(f'<section id="{anchor}" data-section="{anchor}"><h2>{html.escape(t)}</h2>{body}</section>')
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def missing(text: str) -> str:
+  return f'<p class="missing">{html.escape(text)}</p>'
+
+
+# ---- 1. cost against accuracy ------------------------------------------------------------------------
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+  """Indices of the (cost, accuracy) points no other point beats on both (cheaper or equal and more
+  accurate or equal, strictly better on one), sorted by cost."""
+  front = []
+  for i, (c, a) in enumerate(points):
+    dominated = any((c2 <= c and a2 >= a) and (c2 < c or a2 > a) for j, (c2, a2) in enumerate(points) if j != i)
+    if not dominated:
+      front.append(i)
+  return sorted(front, key=lambda i: points[i][0])
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+  """95% Wilson score interval of a binomial proportion, in percent."""
+  if n == 0:
+    return float("nan"), float("nan")
+  p = k / n
+  centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+  half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+  return 100.0 * (centre - half), 100.0 * (centre + half)
+
+
+def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
+  from hieramas_jax.report.table1 import derive  # pylint: disable=import-outside-toplevel
+  body = []
+  for name in ("table1", "table3"):
+    record = _load(results / f"{name}.json")
+    if not record or "cells" not in record:
+      body.append(missing(f"results/{name}.json is missing: run `make reproduce-table1`"
+                          + (" and `make reproduce-table3`" if name == "table3" else "") + "."))
+      continue
+    cells_in = list(record["cells"].values())
+    with_outcomes = all("outcomes" in c for c in cells_in)
+    if with_outcomes and any("ci95" not in c for c in cells_in):
+      cells_in = list(derive(record)["cells"].values())
+    sim = _is_sim(record)
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for c in cells_in:
+      c = {"label": c.get("method"), "setting": "main", **c}
+      if "ci95" not in c:  # an older record without per-query outcomes: the binomial (Wilson) interval
+        c["ci95"] = list(wilson_interval(c["n_correct"], c["n"]))
+      groups.setdefault((c["benchmark"], c["pool"], c["setting"]), []).append(c)
+    keys = sorted(groups)
+    plt = _plt()
+    cols = min(3, len(keys))
+    rows = -(-len(keys) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+      cells = sorted(groups[key], key=lambda c: paper.order_key(c["label"]))
+      pts = [(c["cost_usd"] / max(c["n"], 1), c["accuracy"]) for c in cells]
+      front = pareto_front(pts)
+      for i, (c, (x, y)) in enumerate(zip(cells, pts)):
+        lo, hi = c.get("ci95", [y, y])
+        ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="o", ms=5, capsize=2,
+                    color="C3" if i in front else "C0", alpha=0.9)
+        ax.annotate(paper.method_title(c["label"]), (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+      ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="C3", lw=1, label="Pareto front")
+      ax.set_xscale("log")
+      b, p, s = key
+      ax.set(xlabel="USD per query (log)", ylabel="accuracy % (95% CI)",
+             title=f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" + (" [generalization]" if s != "main" else ""))
+      ax.legend(fontsize=6, loc="lower right")
+    for ax in list(axes.flat)[len(keys):]:
+      ax.axis("off")
+    fig.suptitle(_title(f"Cost against accuracy ({name})", sim))
+    fig.tight_layout()
+    body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{name}.json: mean cost per test "
+                            "query against accuracy with its 95% interval (bootstrap over queries; Wilson where the file holds no "
+                            "per-query outcomes); red: the Pareto "
+                            "front (no method both cheaper and more accurate)."))
+  return "".join(body)
+
+
+# ---- HieraMAS results files ---------------------------------------------------------------------------
+
+
+def hieramas_main_files(results: pathlib.Path) -> list[tuple[str, str, dict]]:
+  """(benchmark, pool, record) of every untagged HieraMAS results file, in the paper's order."""
+  out = []
+  for b in BENCHMARK_TITLES:
+    for p in POOL_TITLES:
+      r = _load(results / f"hieramas_{b}_{p}.json")
+      if r:
+        out.append((b, p, r))
+  return out
+
+
+def jaccard_matrix(edge_sets: Sequence[Sequence[Sequence[int]]]) -> np.ndarray:
+  """Pairwise Jaccard similarity of edge sets (two empty sets: 1)."""
+  sets = [{tuple(e) for e in edges} for edges in edge_sets]
+  n = len(sets)
+  out = np.ones((n, n))
+  for i in range(n):
+    for j in range(n):
+      union = sets[i] | sets[j]
+      out[i, j] = len(sets[i] & sets[j]) / len(union) if union else 1.0
+  return out
+
+
+def _draw_graph(ax, num_nodes: int, edges: Sequence[Sequence[int]], title: str) -> None:
+  angles = np.linspace(0, 2 * np.pi, num_nodes, endpoint=False) + np.pi / 2
+  xy = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+  for i, j in edges:
+    ax.annotate("", xy=xy[j], xytext=xy[i], arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "#555",
+                                                         "shrinkA": 7, "shrinkB": 7})
+  ax.scatter(xy[:, 0], xy[:, 1], s=120, color="C0", zorder=3)
+  for k, (x, y) in enumerate(xy):
+    ax.text(x, y, str(k), ha="center", va="center", color="white", fontsize=7, zorder=4)
+  ax.set_xlim(-1.4, 1.4)
+  ax.set_ylim(-1.4, 1.4)
+  ax.set_aspect("equal")
+  ax.axis("off")
+  ax.set_title(title, fontsize=7)
+
+
+def figure3_section(page: Page, results: pathlib.Path) -> str:
+  files = hieramas_main_files(results)
+  if not files:
+    return missing("No HieraMAS results file (results/hieramas_<benchmark>_<pool>.json): run "
+                   "`python experiments/train_hieramas.py --benchmark=...` (or `make reproduce-table1`, then it).")
+  plt = _plt()
+  body = []
+  for b, p, r in files:
+    top = ((r.get("graph_density") or {}).get("top_graphs") or [])[:5]
+    if not top:
+      body.append(missing(f"{r.get('benchmark')}/{r.get('pool')}: the results file lists no chosen graphs."))
+      continue
+    n_nodes = int(r.get("num_roles") or 1 + max((max(e) for t in top for e in t["edges"] if e), default=0))
+    fig, axes = plt.subplots(1, len(top) + 1, figsize=(2.3 * (len(top) + 1) + 1.5, 2.8),
+                             gridspec_kw={"width_ratios": [1] * len(top) + [1.5]})
+    total = r.get("n") or sum(t["count"] for t in top)
+    for ax, t in zip(axes, top):
+      _draw_graph(ax, n_nodes, t["edges"], f"#{t['index']}: {t['count']}/{total} queries\ndensity {t['density']:.2f}")
+    jac = jaccard_matrix([t["edges"] for t in top])
+    im = axes[-1].imshow(jac, vmin=0, vmax=1, cmap="viridis")
+    axes[-1].set_xticks(range(len(top)), [f"#{t['index']}" for t in top], fontsize=6, rotation=45)
+    axes[-1].set_yticks(range(len(top)), [f"#{t['index']}" for t in top], fontsize=6)
+    for i in range(len(top)):
+      for j in range(len(top)):
+        axes[-1].text(j, i, f"{jac[i, j]:.2f}", ha="center", va="center", fontsize=5,
+                      color="white" if jac[i, j] < 0.6 else "black")
+    axes[-1].set_title("pairwise Jaccard (edges)", fontsize=7)
+    fig.colorbar(im, ax=axes[-1], fraction=0.046)
+    fig.suptitle(_title(f"Figure 3: most chosen topologies, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
+                        _is_sim(r)), fontsize=9)
+    fig.tight_layout()
+    dens = r.get("graph_density") or {}
+    body.append(page.figure(fig, f"figure3_{b}_{p}", f"The five most chosen graphs G* on the test split (nodes = "
+                            f"roles; mean density {dens.get('mean', float('nan')):.2f}, {dens.get('distinct_graphs')} "
+                            "distinct graphs) and the Jaccard similarity of their edge sets."))
+  return "".join(body)
+
+
+def figure4_section(page: Page, results: pathlib.Path) -> str:
+  files = hieramas_main_files(results)
+  if not files:
+    return missing("No HieraMAS results file yet (see Figure 3).")
+  plt = _plt()
+  body = []
+  for b, p, r in files:
+    probs = r.get("policy_probabilities")
+    if probs:
+      models, rows = probs["models"], [probs["proposer"], probs["synthesizer"]]
+      what = "mean normalised policy logits (softmax, temperature 1) over the test queries"
+    else:
+      prefs = r.get("llm_preferences") or {}
+      models = sorted({m for k in ("proposer", "synthesizer") for m in (prefs.get(k) or {})})
+      if not models:
+        body.append(missing(f"{b}/{p}: the results file has neither policy probabilities nor preference counts."))
+        continue
+      rows = []
+      for k in ("proposer", "synthesizer"):
+        counts = np.array([(prefs.get(k) or {}).get(m, 0) for m in models], float)
+        rows.append((counts / counts.sum()).tolist() if counts.sum() else counts.tolist())
+      what = ("share of the greedy choices per position (this results file predates saved policy logits: rerun "
+              "train_hieramas.py for the normalised logits)")
+    mat = np.array(rows)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(models), 2.2))
+    im = ax.imshow(mat, vmin=0, vmax=max(1e-9, float(mat.max())), cmap="magma_r", aspect="auto")
+    ax.set_xticks(range(len(models)), models, rotation=35, ha="right", fontsize=7)
+    ax.set_yticks([0, 1], ["proposer", "synthesizer"], fontsize=8)
+    for i in range(mat.shape[0]):
+      for j in range(mat.shape[1]):
+        ax.text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                color="white" if mat[i, j] > 0.6 * mat.max() else "black")
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    ax.set_title(_title(f"Figure 4: LLM preferences, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
+                        _is_sim(r)), fontsize=9)
+    fig.tight_layout()
+    body.append(page.figure(fig, f"figure4_{b}_{p}", f"Per position (proposers pooled, synthesizer): {what}."))
+  return "".join(body)
+
+
+def _curves_of(record: Mapping[str, Any]) -> dict[str, list]:
+  if record.get("curves"):
+    return record["curves"]
+  from hieramas_jax.experiment.rundir import from_repo  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.report.hieramas import training_curves  # pylint: disable=import-outside-toplevel
+  run_dir = record.get("run_dir")
+  return training_curves(from_repo(run_dir)) if run_dir else {}
+
+
+def curves_section(page: Page, results: pathlib.Path) -> str:
+  files = hieramas_main_files(results)
+  if not files:
+    return missing("No HieraMAS results file yet (see Figure 3).")
+  plt = _plt()
+  body = []
+  for b, p, r in files:
+    curves = _curves_of(r)
+    if not curves:
+      body.append(missing(f"{b}/{p}: no training curves (the results file predates saved curves and its run "
+                          f"directory {r.get('run_dir')} is not on this machine: rerun train_hieramas.py)."))
+      continue
+    panels = [("stage 1: loss", ["stage1/loss"]),
+              ("stage 1: system reward", ["stage1/batch_mean_system_reward", "stage1/val_mean_reward"]),
+              ("stage 1: accuracy", ["stage1/batch_accuracy", "stage1/val_accuracy"]),
+              ("stage 2: classifier loss", ["stage2/train_loss", "stage2/val_loss"])]
+    fig, axes = plt.subplots(1, 4, figsize=(14, 2.8))
+    for ax, (title, keys) in zip(axes, panels):
+      drawn = False
+      for k in keys:
+        pts = curves.get(k)
+        if pts:
+          ax.plot([s for s, _ in pts], [v for _, v in pts], "o-" if len(pts) < 15 else "-", ms=3,
+                  label=k.split("/")[1])
+          drawn = True
+      if drawn:
+        ax.legend(fontsize=6)
+      else:
+        ax.text(0.5, 0.5, "not logged\n(stage skipped)", ha="center", va="center", transform=ax.transAxes,
+                fontsize=8)
+      ax.set_title(title, fontsize=8)
+      ax.set_xlabel("step", fontsize=7)
+    fig.suptitle(_title(f"Training curves, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}", _is_sim(r)),
+                 fontsize=9)
+    fig.tight_layout()
+    body.append(page.figure(fig, f"curves_{b}_{p}", "Stage 1 per step (batch) and per validation; stage 2 per epoch "
+                            "(steps continue after stage 1's)."))
+  return "".join(body)
+
+
+def calibration_section(page: Page, results: pathlib.Path) -> str:
+  record = _load(results / "calibration.json")
+  if not record:
+    return missing("results/calibration.json is missing: run `make calibrate`.")
+  fit = (record.get("fit") or {}).get("cells") or []
+  val = ((record.get("validation") or {}).get("full_graph") or {})
+  if not fit and not val:
+    return missing("results/calibration.json has neither a fit nor a validation section.")
+  plt = _plt()
+  sim = _is_sim(record)
+  fig, (ax_fit, ax_val) = plt.subplots(1, 2, figsize=(11, 4))
+  if fit:
+    x = np.array([c["target"] for c in fit])
+    y = np.array([c["measured"] for c in fit])
+    se = np.array([c.get("stderr", 0.0) for c in fit])
+    ax_fit.errorbar(x, y, yerr=se, fmt="o", ms=4, capsize=2)
+    lo, hi = float(min(x.min(), y.min())) - 2, float(max(x.max(), y.max())) + 2
+    tol = record.get("tolerance_pts", 3.0)
+    ax_fit.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax_fit.fill_between([lo, hi], [lo - tol, hi - tol], [lo + tol, hi + tol], color="C2", alpha=0.15,
+                        label=f"±{tol:g} points")
+    ax_fit.set(xlabel="paper accuracy %", ylabel="sim accuracy % (±SE)", title="fit: rows the sim was fitted on")
+    ax_fit.legend(fontsize=7)
+  else:
+    ax_fit.text(0.5, 0.5, "no fit section", ha="center", transform=ax_fit.transAxes)
+  cells = val.get("cells") or []
+  if cells:
+    labels = [f"{BENCHMARK_TITLES.get(c['benchmark'], c['benchmark'])}\n{c['setting']}" for c in cells]
+    ax_val.bar(range(len(cells)), [c["accuracy"] for c in cells], yerr=[c.get("stderr", 0) for c in cells],
+               color="C1", capsize=2)
+    ax_val.set_xticks(range(len(cells)), labels, fontsize=7)
+    if val.get("average") is not None:
+      ax_val.axhline(val["average"], color="C1", ls="--", lw=1, label=f"sim average {val['average']:.2f}")
+    if val.get("target") is not None:
+      ax_val.axhline(val["target"], color="k", ls=":", lw=1, label=f"paper average {val['target']:.2f}")
+    ax_val.set_ylim(max(0, min(c["accuracy"] for c in cells) - 15), 100)
+    ax_val.set(ylabel="Full-Graph accuracy %", title="validation: Full-Graph (never fitted)")
+    ax_val.legend(fontsize=7)
+  else:
+    ax_val.text(0.5, 0.5, "no validation section", ha="center", transform=ax_val.transAxes)
+  fig.suptitle(_title("Calibration of the simulator", sim))
+  fig.tight_layout()
+  return page.figure(fig, "calibration", "Left: the paper's Table 1 rows the sim was fitted on, sim against paper. "
+                     "Right: Full-Graph, which the sim never saw, against the paper's average. "
+                     "Details: results/calibration.md (rendered below).")
+
+
+def sweeps_section(page: Page, results: pathlib.Path) -> str:
+  from hieramas_jax.report.sweeps import sweep_figure  # pylint: disable=import-outside-toplevel
+  files = sorted(results.glob("sweep_*.json"))
+  if not files:
+    return missing("No sweep results (results/sweep_*.json): run `make sweep-k` and `make sweep-proposers`.")
+  body = []
+  for f in files:
+    record = _load(f)
+    if not record or "rows" not in record:
+      body.append(missing(f"{f.name} is not a sweep record."))
+      continue
+    body.append(page.figure(sweep_figure(record), f"sweep_{record['name']}",
+                            f"{record.get('description', '')} ({sum(r['done'] for r in record['rows'])} of "
+                            f"{len(record['rows'])} points finished)"))
+  return "".join(body)
+
+
+def tables_section(results: pathlib.Path) -> str:
+  from markdown_it import MarkdownIt  # pylint: disable=import-outside-toplevel
+  md = MarkdownIt("commonmark", {"html": False}).enable("table")
+  files = sorted(results.glob("*.md"))
+  if not files:
+    return missing("No tables in results/ yet.")
+  return "".join(f"<details><summary>results/{html.escape(f.name)}</summary>{md.render(f.read_text())}</details>"
+                 for f in files)
+
+
+SECTIONS: tuple[tuple[str, str, Callable], ...] = (
+    ("cost-accuracy", "Cost against accuracy (Tables 1 and 3)", cost_accuracy_section),
+    ("figure3", "Figure 3: chosen topologies", figure3_section),
+    ("figure4", "Figure 4: LLM preferences per position", figure4_section),
+    ("curves", "Training curves (stage 1 and stage 2)", curves_section),
+    ("calibration", "Calibration of the simulated pool", calibration_section),
+    ("sweeps", "Sweeps (K, W)", sweeps_section),
+)
+
+
+def build_report(results: str | pathlib.Path) -> tuple[str, Page]:
+  """The page's HTML and what it holds (sections, figure names)."""
+  results = pathlib.Path(results)
+  page = Page()
+  for anchor, title, fn in SECTIONS:
+    try:
+      body = fn(page, results)
+    except (KeyError, TypeError, ValueError, IndexError) as e:  # a malformed results file: say so, go on
+      body = missing(f"could not draw this section from results/: {type(e).__name__}: {e}")
+    page.add(anchor, title, body)
+  page.add("tables", "Every table in results/", tables_section(results))
+  sims = [_is_sim(_load(f)) for f in results.glob("*.json") if f.name != "bench.json"]
+  banner = ("Simulated pool (hieramas_jax.sim): not real LLM results. Every figure made on it says so."
+            if any(sims) else None)
+  intro = ("<p>Built by <code>make report</code> (<code>python experiments/make_report.py</code>) from "
+           "<code>results/</code>; each table below carries the command that made it.</p>")
+  return page.render("hieramas-jax: the paper's experiments as this suite reproduces them", banner, intro), page
+
+
+def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path) -> tuple[pathlib.Path, Page]:
+  from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
+  text, page = build_report(results)
+  path = pathlib.Path(out_dir) / "index.html"
+  atomic_write_text(path, text)
+  return path, page

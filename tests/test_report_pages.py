@@ -1,0 +1,157 @@
+"""The report layer on a tiny real run: Tables 2/6/7 from ablation cells, the offline HTML page rendered in
+headless Chromium (no console error, every figure loaded, a screenshot), and the W&B report built offline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+
+import pytest
+
+from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.provenance import provenance
+from hieramas_jax.experiment.rundir import from_repo
+from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, TableSpec, run_table
+from hieramas_jax.fileio import atomic_write_json
+from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.endpoint import sim_endpoint
+from hieramas_jax.mas.roles import roles_for
+from hieramas_jax.methods.hieramas.config import HieraMASConfig
+from hieramas_jax.paths import RESULTS_DIR
+from hieramas_jax.report import hieramas as hieramas_report
+from hieramas_jax.report.ablations import write_ablation_tables
+from hieramas_jax.report.html import build_report, jaccard_matrix, pareto_front, write_report
+from hieramas_jax.report.sweeps import sweep_record, write_sweep
+from hieramas_jax.report.table1 import write_tables
+from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
+from chromium_page import chromium_path, load_page
+
+TINY = {"stage1_steps": 2, "stage1_batch": 2, "stage1_samples": 2, "stage1_val_every": 2, "k_pool": 8,
+        "stage2_graphs": 2, "stage2_epochs": 2, "stage2_batch": 4}
+
+
+def test_pareto_front_and_jaccard_by_hand():
+  # (cost, accuracy): b is dominated by a (cheaper and more accurate); c is the most accurate.
+  assert pareto_front([(1.0, 80.0), (2.0, 70.0), (3.0, 90.0), (1.0, 80.0)]) == [0, 3, 2]
+  jac = jaccard_matrix([[[0, 1], [1, 2]], [[0, 1]], []])
+  assert jac[0, 1] == pytest.approx(0.5) and jac[1, 2] == 0.0 and jac[2, 2] == 1.0
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory):
+  """results/ of a tiny real reproduction: Table 1 (base + HieraMAS), HieraMAS's results file, its w/o Graph
+  ablation (loads the main fit), the committed calibration, and a K sweep of the two."""
+  root = tmp_path_factory.mktemp("tiny")
+  results = root / "results"
+  sim = start_sim_in_thread(SimConfig(seed=0))
+
+  def spec(methods, options, **kw):
+    return TableSpec(methods, ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, 3, options, **kw)
+
+  async def go(s):
+    endpoint = sim_endpoint(sim.base_url)
+    async with LLMClient(endpoint) as client:
+      return await run_table(s, {0: Backend(client, endpoint, None)}, run_root=root / "runs", flags={},
+                             progress=False)
+  try:
+    main = asyncio.run(go(spec(("base", "hieramas"), {"hieramas": TINY})))
+    ablation = asyncio.run(go(spec(("hieramas",), {"hieramas": {**TINY, "graph_mode": "random_vote"}},
+                                   tag="wo_graph", load_from={"hieramas": SAME_RUN_UNTAGGED})))
+  finally:
+    sim.close()
+  write_tables(main, results)
+  files = []
+  for table, tag in ((main, ""), (ablation, "wo_graph")):
+    cell = table["cells"][f"hieramas{'-' + tag if tag else ''}|mmlu_redux|gpt-5-mini|main|seed0"]
+    cfg = HieraMASConfig(benchmark="mmlu_redux", **TINY, **({"graph_mode": "random_vote"} if tag else {}))
+    record = hieramas_report.results_record(cell, hieramas_report.read_items(from_repo(cell["run_dir"])),
+                                            cfg.to_json(), roles_for("mmlu_redux"), cell["sizes"], table["provenance"])
+    path = results / f"{hieramas_report.results_name('mmlu_redux', 'gpt-5-mini', tag)}.json"
+    atomic_write_json(path, record)
+    files.append((path, record))
+  shutil.copy(RESULTS_DIR / "calibration.json", results / "calibration.json")
+  sweep = {"name": "k_pool_size", "program": "experiments/train_hieramas.py", "flags": {}, "grid": {"k_pool": [8, 50]},
+           "description": "tiny"}
+  write_sweep(sweep_record(sweep, [{"values": {"k_pool": 8}, "results_file": files[0][0].name, "results": files[0][1]},
+                                   {"values": {"k_pool": 50}, "results_file": "x.json", "results": None}],
+                           provenance(seed=0, backend="sim", command="test")), results)
+  write_ablation_tables(results, results, provenance(seed=None, backend="sim", command="test"))
+  return results
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_tables_2_6_7_are_generated_from_the_ablation_cells(tiny_results):
+  t2 = json.loads((tiny_results / "table2.json").read_text())
+  main = json.loads((tiny_results / "hieramas_mmlu_redux_gpt-5-mini.json").read_text())
+  wo = json.loads((tiny_results / "hieramas_mmlu_redux_gpt-5-mini_wo_graph.json").read_text())
+  assert t2["settings"] == [["mmlu_redux", "gpt-5-mini"]]
+  assert t2["cells"]["main|mmlu_redux|gpt-5-mini"]["accuracy"] == main["accuracy"]
+  assert t2["cells"]["wo_graph|mmlu_redux|gpt-5-mini"]["mean_cost_usd"] == wo["mean_cost_usd"]
+  assert t2["cells"]["wo_llm_selection|mmlu_redux|gpt-5-mini"]["missing"]
+  md = (tiny_results / "table2.md").read_text()
+  assert md.startswith("# Table 2") and "simulated pool" in md.splitlines()[0]
+  assert f"| HieraMAS | {main['accuracy']:.2f} · " in md
+  assert "--flagfile=experiments/ablations/wo_llm_selection.flags --benchmark=mmlu_redux" in md
+  assert "## Provenance" in md and "hieramas_mmlu_redux_gpt-5-mini_wo_graph.json" in md
+  t6 = json.loads((tiny_results / "table6.json").read_text())
+  t7 = json.loads((tiny_results / "table7.json").read_text())
+  assert t6["cells"]["w6|mmlu_redux|gpt-5-mini"]["missing"] and not t7["cells"]["main|mmlu_redux|gpt-5-mini"]["missing"]
+  # The run saved what Figure 4 and the curves need.
+  assert len(main["policy_probabilities"]["models"]) == len(main["policy_probabilities"]["synthesizer"])
+  assert sum(main["policy_probabilities"]["synthesizer"]) == pytest.approx(1.0, abs=1e-3)
+  assert [s for s, _ in main["curves"]["stage1/loss"]] == [1, 2] and wo["curves"] == {}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_report_holds_every_section_and_renders_in_chromium(tiny_results, tmp_path):
+  text, page = build_report(tiny_results)
+  expected = {"cost_accuracy_table1", "figure3_mmlu_redux_gpt-5-mini", "figure4_mmlu_redux_gpt-5-mini",
+              "curves_mmlu_redux_gpt-5-mini", "calibration", "sweep_k_pool_size"}
+  assert set(page.figures) == expected
+  assert [a for a, _, _ in page.sections] == ["cost-accuracy", "figure3", "figure4", "curves", "calibration",
+                                              "sweeps", "tables"]
+  assert "results/table3.json is missing" in text  # a missing input says so
+  for table in ("table1.md", "table2.md", "table6.md", "table7.md", "sweep_k_pool_size.md"):
+    assert f"<summary>results/{table}</summary>" in text
+  assert "http://" not in text and "https://" not in text  # self-contained
+  path, _ = write_report(tiny_results, tmp_path / "report")
+  if chromium_path() is None:
+    pytest.skip("chromium is not installed and apt-get could not install it here (make install tries)")
+  loaded = load_page(path, tmp_path / "report" / "screenshot.png")
+  assert loaded.errors == []
+  assert sorted(f["name"] for f in loaded.figures) == sorted(expected)
+  assert all(f["loaded"] and f["width"] > 100 for f in loaded.figures), loaded.figures
+  assert loaded.images == len(expected)
+  assert loaded.screenshot.read_bytes()[:4] == b"\x89PNG" and loaded.screenshot.stat().st_size > 10_000
+
+
+def test_an_empty_results_dir_gives_a_page_that_says_what_is_missing(tmp_path):
+  text, page = build_report(tmp_path)
+  assert page.figures == []
+  for needle in ("results/table1.json is missing", "No HieraMAS results file", "results/calibration.json is missing",
+                 "No sweep results", "No tables in results/ yet"):
+    assert needle in text
+
+
+def test_the_wandb_report_is_built_without_any_network(monkeypatch):
+  def no_network(*args, **kwargs):
+    raise AssertionError("network access while building the report")
+  monkeypatch.setattr(socket.socket, "connect", no_network)
+  from hieramas_jax.report.wandb_report import build_report as build_wandb_report, describe
+  report = build_wandb_report("me", "hieramas-jax", group="table1/sim-seed0-x")
+  assert report.entity == "me" and report.project == "hieramas-jax"
+  blocks = describe(report)
+  headings = [b["text"] for b in blocks if b["type"] == "H2"]
+  assert headings[:3] == ["Cost against accuracy (Table 1 cells)", "Per-query results (chosen graph, LLMs per "
+                          "position)", "Training curves"]
+  grids = [b for b in blocks if b["type"] == "PanelGrid"]
+  metrics = {m for g in grids for p in g["panels"] for m in p["metrics"]}
+  assert {"accuracy", "mean_cost_usd", "per_query", "stage1/loss", "stage2/train_loss", "k_pool",
+          "num_proposers", "validation/full_graph/average"} <= metrics
+  assert {"/stage1", "/stage2", "|seed"} <= {q for g in grids for q in g["runsets"]}
+  assert all(r.filters == "Group = 'table1/sim-seed0-x'" for b in report.blocks if hasattr(b, "runsets")
+             for r in b.runsets)
