@@ -1,14 +1,17 @@
 # hieramas-jax. `make reproduce-table1` and `make test` each install what they need.
+# W&B: offline unless WANDB_MODE=online or WANDB_API_KEY is set (hieramas_jax/experiment/writers.py);
+# `make wandb-sync` uploads the offline runs.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SEED ?= 0
-export WANDB_MODE ?= offline
+SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools test reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 sim-server clean-cache
+.PHONY: install sandbox-tools report-tools test reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 \
+	sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -19,7 +22,7 @@ $(VENV)/.installed: setup.cfg requirements.lock
 	$(VENV)/bin/pip install -q -c requirements.lock -e '.[test]'
 	touch $@
 
-install: $(VENV)/.installed sandbox-tools
+install: $(VENV)/.installed sandbox-tools report-tools
 
 # bubblewrap isolates HumanEval+ programs (hieramas_jax/benchmarks/sandbox.py). Installed with apt-get
 # where this user may (root, or passwordless sudo); elsewhere one warning, and the sandbox runs its
@@ -37,6 +40,23 @@ sandbox-tools:
 	  command -v bwrap >/dev/null 2>&1 \
 	    || echo "warning: bubblewrap (bwrap) is not installed and apt-get could not install it here;" \
 	            "HumanEval+ programs will run WITHOUT isolation (install the 'bubblewrap' package)" >&2; \
+	fi
+
+# Headless Chromium renders the HTML report in its test (tests/test_report_pages.py), Debian package
+# `chromium`; installed like bubblewrap where apt-get may, else one warning (that test then skips, saying so).
+report-tools:
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; \
+	  else sudo=none; fi; \
+	  if [ "$$sudo" != none ] && command -v apt-get >/dev/null 2>&1; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    $$sudo apt-get install -y -q chromium >/dev/null 2>&1 \
+	      || { $$sudo apt-get update -q >/dev/null 2>&1 && $$sudo apt-get install -y -q chromium >/dev/null 2>&1; } \
+	      || true; \
+	  fi; \
+	  command -v chromium >/dev/null 2>&1 \
+	    || echo "warning: chromium is not installed and apt-get could not install it here; the HTML report's" \
+	            "browser test will be skipped (install the 'chromium' package)" >&2; \
 	fi
 
 test: install
@@ -63,6 +83,25 @@ bench: install
 
 bench-table1: install
 	$(PY) experiments/bench_table1.py
+
+# results/table{2,6,7}.{md,json} from the ablation runs, then results/report/index.html (one page, offline).
+report: install
+	$(PY) experiments/make_report.py
+
+# The same views as a W&B report (needs the runs uploaded: make wandb-sync): WANDB_ENTITY=... make wandb-report
+wandb-report: install
+	$(PY) experiments/wandb_report.py --save
+
+wandb-sync: install
+	$(PY) launch/wandb_sync.py
+
+# Local sweeps (no W&B server): finished points are skipped, SWEEP_PARALLEL points at once; tables and plots
+# in results/sweep_<name>.*. The K sweep loads the main MMLU-Redux run: train it first.
+sweep-k: install
+	$(PY) launch/sweep.py --spec=launch/sweeps/k_pool_size.json --mode=run --parallel=$(SWEEP_PARALLEL)
+
+sweep-proposers: install
+	$(PY) launch/sweep.py --spec=launch/sweeps/num_proposers.json --mode=run --parallel=$(SWEEP_PARALLEL)
 
 sim-server: install
 	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -175,3 +176,24 @@ def test_a_loaded_run_refuses_every_training_difference_in_one_error():
   diff = load_mismatch(theirs, mine, method)
   assert diff == ["train queries 2349 vs 512", 'settings {"temperature": 0.7} vs {"temperature": 0.2}',
                   "stage1_lr 0.5 vs 0.01"]
+
+
+def _sync(tmp_path, env_extra):
+  env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+  return subprocess.run([sys.executable, str(REPO / "launch" / "wandb_sync.py"), f"--root={tmp_path}", "--dry_run"],
+                        capture_output=True, text=True, check=False, env={**env, **env_extra})
+
+
+def test_wandb_sync_needs_a_key_and_lists_only_unsynced_offline_runs(tmp_path):
+  proc = _sync(tmp_path, {})
+  assert proc.returncode == 2 and proc.stderr.startswith("error: WANDB_API_KEY is not set")
+  for name, synced in (("offline-run-1-a", False), ("offline-run-2-b", True)):
+    d = tmp_path / "cell" / "wandb" / name
+    d.mkdir(parents=True)
+    (d / "run-x.wandb").write_bytes(b":W&B")
+    if synced:
+      (d / "run-x.wandb.synced").write_text("")
+  proc = _sync(tmp_path, {"WANDB_API_KEY": "k" * 40})
+  assert proc.returncode == 0, proc.stderr
+  assert "1 offline W&B run(s) to upload" in proc.stdout and "offline-run-1-a" in proc.stdout
+  assert "offline-run-2-b" not in proc.stdout
