@@ -67,7 +67,8 @@ async def _load(ws_url: str, url: str, screenshot: pathlib.Path, timeout_s: floa
           if method == "Runtime.exceptionThrown":
             errors.append(f"exception: {params['exceptionDetails'].get('text')}")
           elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            errors.append("console.error: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            shown = " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+            errors.append(f"console.error: {shown}")
           elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             errors.append(f"log: {params['entry'].get('text')} ({params['entry'].get('url', '')})")
           elif method == "Page.loadEventFired":

@@ -174,15 +174,16 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       ax.set_xscale("log")
       b, p, s = key
       ax.set(xlabel="USD per query (log)", ylabel="accuracy % (95% CI)",
-             title=f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" + (" [generalization]" if s != "main" else ""))
+             title=f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
+             + (" [generalization]" if s != "main" else ""))
       ax.legend(fontsize=6, loc="lower right")
     for ax in list(axes.flat)[len(keys):]:
       ax.axis("off")
     fig.suptitle(_title(f"Cost against accuracy ({name})", sim))
     fig.tight_layout()
     body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{name}.json: mean cost per test "
-                            "query against accuracy with its 95% interval (bootstrap over queries; Wilson where the file holds no "
-                            "per-query outcomes); red: the Pareto "
+                            "query against accuracy with its 95% interval (bootstrap over queries; Wilson where "
+                            "the file holds no per-query outcomes); red: the Pareto "
                             "front (no method both cheaper and more accurate)."))
   return "".join(body)
 
