@@ -351,7 +351,7 @@ def _kill_group(pid: int) -> None:
 
 
 class _Child:
-  """A sandbox child started by `subprocess.Popen` on a worker thread, its pipes served by the event loop.
+  """A sandbox child started by `subprocess.Popen` on a worker thread; its stdout read by the event loop.
 
   Why not `asyncio.create_subprocess_exec`: under uvloop (`aio.run`) libuv starts a child with fork(), which
   copies the parent's page tables while the event loop waits. From a Table 1 run holding ~3 GB (models,
@@ -359,25 +359,74 @@ class _Child:
   training cell starts a child per candidate program: the run's one event loop spent most of its time in
   spawns, and every other cell stalled behind it. Here the spawn is off the loop and cheap.
 
-  The surface is what `run_child` and `_converse` use of an asyncio Process: `pid`, `returncode` (polled,
-  never blocking), `stdin` (a StreamWriter), `stdout` (a StreamReader), and `close()` for our pipe ends.
+  The pipes are ours, closed exactly once: not handed to `connect_read_pipe`, because uvloop's pipe
+  transport lets libuv close the fd and then closes the file object again, and with children started on
+  other threads that second close can hit a number just reused by another spawn (seen: EBADF in Popen).
+  stdout is read with `add_reader` into a StreamReader; the job goes to stdin from a worker thread.
+
+  The surface is what `run_child` and `_converse` use: `pid`, `returncode` (polled, never blocking),
+  `stdout` (a StreamReader), `send(payload)`, and `close()` for our pipe ends.
   """
 
-  def __init__(self, popen: subprocess.Popen, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader,
-               transports: list):
+  def __init__(self, popen: subprocess.Popen, limit: int):
     self._popen = popen
     self.pid = popen.pid
-    self.stdin = stdin
-    self.stdout = stdout
-    self._transports = transports
+    self._loop = asyncio.get_running_loop()
+    self.stdout = asyncio.StreamReader(limit=limit, loop=self._loop)
+    # Past this much unread output the child has overrun every report cap: stop reading (EOF).
+    self._cap = 4 * limit
+    self._buffered = 0
+    self._fd = popen.stdout.fileno()
+    os.set_blocking(self._fd, False)
+    self._reading = True
+    self._loop.add_reader(self._fd, self._on_readable)
 
   @property
   def returncode(self) -> int | None:
     return self._popen.poll()
 
+  def _on_readable(self) -> None:
+    try:
+      data = os.read(self._fd, 1 << 16)
+    except (BlockingIOError, InterruptedError):
+      return
+    except OSError:
+      data = b""
+    if data:
+      self._buffered += len(data)
+      self.stdout.feed_data(data)
+    if not data or self._buffered > self._cap:
+      self._stop_reading()
+      self.stdout.feed_eof()
+
+  def _stop_reading(self) -> None:
+    if self._reading:
+      self._reading = False
+      self._loop.remove_reader(self._fd)
+
+  async def send(self, payload: bytes, timeout: float) -> None:
+    """Write the job to the child's stdin and close it; a child that died first simply gets nothing."""
+    stdin = self._popen.stdin
+
+    def write_all() -> None:
+      try:
+        view = memoryview(payload)
+        while view:
+          view = view[stdin.write(view):]
+      except (BrokenPipeError, ConnectionResetError, ValueError, OSError):
+        pass
+      finally:
+        with contextlib.suppress(OSError):
+          stdin.close()
+
+    # The thread ends when the child reads, dies or is killed (its pipe closes): `run_child` always kills.
+    with contextlib.suppress(asyncio.TimeoutError):
+      await asyncio.wait_for(asyncio.shield(self._loop.run_in_executor(None, write_all)), timeout=timeout)
+
   def close(self) -> None:
-    for transport in self._transports:
-      transport.close()
+    self._stop_reading()
+    with contextlib.suppress(OSError):
+      self._popen.stdout.close()
 
 
 async def _spawn(argv: list[str], *, cwd, env, limit: int, spawn_kwargs: dict) -> _Child:
@@ -390,22 +439,15 @@ async def _spawn(argv: list[str], *, cwd, env, limit: int, spawn_kwargs: dict) -
   popen = await loop.run_in_executor(None, functools.partial(
       subprocess.Popen, argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
       stderr=subprocess.DEVNULL, start_new_session=True, bufsize=0, close_fds=True, **spawn_kwargs))
-  transports = []
   try:
-    reader = asyncio.StreamReader(limit=limit, loop=loop)
-    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-                                                     popen.stdout)
-    transports.append(read_transport)
-    write_transport, write_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                                    popen.stdin)
-    transports.append(write_transport)
+    return _Child(popen, limit)
   except BaseException:
-    for transport in transports:
-      transport.close()
     _kill_group(popen.pid)
+    for pipe in (popen.stdin, popen.stdout):
+      with contextlib.suppress(OSError):
+        pipe.close()
     popen.wait()
     raise
-  return _Child(popen, asyncio.StreamWriter(write_transport, write_protocol, None, loop), reader, transports)
 
 
 async def _wait_returncode(proc: _Child) -> None:
@@ -499,12 +541,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
         raise SandboxError(f"cannot start the sandbox child: {e}") from e
       deadline = loop.time() + limits.wall_s
       try:
-        try:
-          proc.stdin.write(payload)
-          await asyncio.wait_for(proc.stdin.drain(), timeout=limits.wall_s)
-          proc.stdin.close()
-        except (BrokenPipeError, ConnectionResetError, asyncio.TimeoutError):
-          pass  # the child died before reading its job: it reports nothing, graded failed
+        await proc.send(payload, timeout=limits.wall_s)  # a child dead before reading reports nothing: failed
         timed_out, stop = await _converse(proc, deadline, on_line)
         if stop is not None and stop.let_exit:
           with contextlib.suppress(asyncio.TimeoutError):
