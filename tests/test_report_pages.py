@@ -94,6 +94,8 @@ def test_tables_2_6_7_are_generated_from_the_ablation_cells(tiny_results):
   md = (tiny_results / "table2.md").read_text()
   assert md.startswith("# Table 2") and "simulated pool" in md.splitlines()[0]
   assert f"| HieraMAS | {main['accuracy']:.2f} · " in md
+  hieramas_row = next(line for line in md.splitlines() if line.startswith("| HieraMAS |"))
+  assert hieramas_row.endswith("| *95.20* · *$1.29* |")  # the paper's published figure beside ours
   assert "--flagfile=experiments/ablations/wo_llm_selection.flags --benchmark=mmlu_redux" in md
   assert "## Provenance" in md and "hieramas_mmlu_redux_gpt-5-mini_wo_graph.json" in md
   t6 = json.loads((tiny_results / "table6.json").read_text())

@@ -40,6 +40,17 @@ TABLES = {
                "rows": [_row("k50", "K = 50", "k_50"), _row("", "K = reference (main run)", None),
                         _row("k500", "K = 500", "k_500")]},
 }
+# The paper's published figures (real LLMs; accuracy %, total test-split cost in USD or None) and the columns it
+# reports, GPT-5-Mini setting: Table 2 on MATH and MMLU-Redux, Tables 6 and 7 on MMLU-Redux. Other settings
+# appear only where an ablation file exists for them.
+PAPER = {
+    "table2": {("math", "gpt-5-mini"): {"": (96.67, 1.52), "wo_graph": (93.33, 1.57),
+                                        "wo_llm_selection": (97.78, 2.56)},
+               ("mmlu_redux", "gpt-5-mini"): {"": (95.20, 1.29), "wo_graph": (92.00, 1.36),
+                                              "wo_llm_selection": (94.40, 3.92)}},
+    "table6": {("mmlu_redux", "gpt-5-mini"): {"": (95.20, 1.29), "w6": (91.20, 1.97), "w8": (88.80, 2.32)}},
+    "table7": {("mmlu_redux", "gpt-5-mini"): {"k50": (93.60, None), "": (95.60, None), "k500": (94.40, None)}},
+}
 FIELDS = ("accuracy", "n", "mean_cost_usd", "mean_system_reward", "mean_active_roles", "num_roles",
           "num_candidates")
 
@@ -70,7 +81,10 @@ def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[st
   """One table's cells from the results files (missing ones recorded with the command that makes them)."""
   results_dir = pathlib.Path(results_dir)
   spec = TABLES[name]
-  settings = main_settings(results_dir)
+  scope = PAPER[name]
+  tagged = [r["tag"] for r in spec["rows"] if r["tag"]]
+  settings = [s for s in main_settings(results_dir)
+              if s in scope or any(results_path(results_dir, *s, t).exists() for t in tagged)]
   cells, sources, backends = {}, {}, set()
   for b, p in settings:
     for row in spec["rows"]:
@@ -87,8 +101,10 @@ def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[st
                     "loaded_from": r.get("loaded_from")}
       sources[path.name] = {"command": rp.get("command"), "git": rp.get("git"), "backend": rp.get("backend")}
   backend = ",".join(sorted(b for b in backends if b)) or None
+  paper = {f"{tag or 'main'}|{b}|{p}": {"accuracy": acc, "total_cost_usd": cost}
+           for (b, p), rows in scope.items() for tag, (acc, cost) in rows.items()}
   return {"table": name, "title": spec["title"], "rows": spec["rows"], "settings": [list(s) for s in settings],
-          "cells": cells, "backend": backend, "sources": sources, "provenance": dict(prov)}
+          "cells": cells, "paper": paper, "backend": backend, "sources": sources, "provenance": dict(prov)}
 
 
 def _fmt(v, spec: str) -> str:
@@ -105,23 +121,36 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
   if not record["settings"]:
     lines += ["No main HieraMAS results file (`results/hieramas_<benchmark>_<pool>.json`) yet: run "
               "`python experiments/train_hieramas.py --benchmark=mmlu_redux --train_limit=512` first.", ""]
-  lines += ["Cell: accuracy % · $/query · mean system reward · active roles (of the benchmark's roles) · mean "
-            "density of the chosen graph. `-`: not run yet (the command is listed below the table).", ""]
+  lines += ["Cell: accuracy % · $ over the test split ($/query) · mean system reward · active roles (of the "
+            "benchmark's roles) · mean density of the chosen graph. `-`: not run yet (the command is listed below "
+            "the table). *paper*: the published figure (real LLMs; accuracy % · $ over the test split).", ""]
   columns = [tuple(s) for s in record["settings"]]
-  lines += ["| Row | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" for b, p in columns) + " |",
-            "|---" * (len(columns) + 1) + "|"]
+  paper = record.get("paper") or {}
+  with_paper = {(b, p) for b, p in columns if any(k.endswith(f"|{b}|{p}") for k in paper)}
+  heads = []
+  for b, p in columns:
+    heads.append(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}")
+    if (b, p) in with_paper:
+      heads.append("*paper*")
+  lines += ["| Row | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
   missing = []
   for row in record["rows"]:
     out = []
     for b, p in columns:
-      c = record["cells"][f"{row['tag'] or 'main'}|{b}|{p}"]
+      key = f"{row['tag'] or 'main'}|{b}|{p}"
+      c = record["cells"][key]
       if c["missing"]:
         out.append("-")
         missing.append(c["command"])
       else:
-        out.append(f"{_fmt(c['accuracy'], '.2f')} · ${_fmt(c['mean_cost_usd'], '.5f')} · "
+        total = c["mean_cost_usd"] * c["n"] if c.get("mean_cost_usd") is not None and c.get("n") else None
+        out.append(f"{_fmt(c['accuracy'], '.2f')} · ${_fmt(total, '.2f')} (${_fmt(c['mean_cost_usd'], '.5f')}) · "
                    f"{_fmt(c['mean_system_reward'], '.3f')} · {_fmt(c['mean_active_roles'], '.2f')}/"
                    f"{c.get('num_roles') or '-'} · {_fmt(c['mean_graph_density'], '.2f')}")
+      if (b, p) in with_paper:
+        pub = paper.get(key)
+        out.append("-" if pub is None else f"*{_fmt(pub['accuracy'], '.2f')}*"
+                   + (f" · *${_fmt(pub['total_cost_usd'], '.2f')}*" if pub["total_cost_usd"] is not None else ""))
     lines.append(f"| {row['title']} | " + " | ".join(out) + " |")
   if missing:
     lines += ["", "Not run yet:", "", "```"] + missing + ["```"]
