@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
+from hieramas_jax.report import ablations
 from hieramas_jax.report import regret as regret_lib
 from hieramas_jax.report.stats import bootstrap_ci, mcnemar_exact_p, mean_sd, paired_difference
 from hieramas_jax.report.table1 import derive, table1_markdown, table3_markdown, table4_markdown, table11_markdown
@@ -104,3 +106,25 @@ def test_regret_of_three_rows_and_its_paired_interval():
   lo, hi = entry["regret_ci95"]
   assert lo <= 1 / 3 <= hi
   assert "| math | gpt-5-mini | 0 | 0.500 | 1.000 | -0.500 | 0.33 [" in regret_lib.regret_markdown(record)
+
+
+def test_stage1_recipe_comparison_picks_the_higher_mean_validation_reward(tmp_path):
+  def write(name, val_reward, test_acc):
+    fit = {"stage1_best": {"step": 10, "val_mean_reward": val_reward, "val_accuracy": 0.9, "val_mean_cost": 0.001},
+           "stage2": {"contrastive_queries": 3}}
+    (tmp_path / name).write_text(json.dumps({"accuracy": test_acc, "cost_usd": 1.0, "fit": fit}))
+
+  # MATH: the reference recipe wins on validation; MMLU-Redux: the default, by more. Test accuracy says the
+  # opposite on MMLU-Redux and must not matter.
+  write("hieramas_math_gpt-5-mini.json", 0.25, 93.0)
+  write("hieramas_math_gpt-5-mini_reference_stage1.json", 0.45, 91.0)
+  write("hieramas_mmlu_redux_gpt-5-mini.json", 0.70, 80.0)
+  write("hieramas_mmlu_redux_gpt-5-mini_reference_stage1.json", 0.30, 99.0)
+  write("hieramas_math_qwen3-80b.json", 0.9, 90.0)  # no reference run here: left out of the comparison
+  record = ablations.stage1_recipe_record(tmp_path, {"backend": "sim", "command": "test"})
+  assert [(r["benchmark"], r["pool"]) for r in record["rows"]] == [("math", "gpt-5-mini"), ("mmlu_redux", "gpt-5-mini")]
+  assert record["mean_val_reward"]["default"] == pytest.approx(0.475)
+  assert record["mean_val_reward"]["reference"] == pytest.approx(0.375)
+  assert record["winner"] == "default"
+  md = ablations.stage1_recipe_markdown(record)
+  assert "simulated pool" in md.splitlines()[0] and "**Kept as the default: default**" in md

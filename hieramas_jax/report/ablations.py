@@ -175,3 +175,87 @@ def write_ablation_tables(results_dir: str | pathlib.Path, out_dir: str | pathli
     atomic_write_text(out_dir / f"{name}.md", ablation_markdown(record))
     written += [out_dir / f"{name}.json", out_dir / f"{name}.md"]
   return written
+
+
+# Stage-1 recipes compared on validation (issue: the default was tuned on an older sim). The tag of each
+# recipe's results files; the main run is the default.
+STAGE1_RECIPES = (("default", "", "this suite's default (skip prior 4, lr 1e-2, entropy 0.01, tau 1, 4 samples "
+                   "leave-one-out, system credit)"),
+                  ("reference", "reference_stage1", "the reference code's values "
+                   "(`experiments/ablations/reference_stage1.flags`)"))
+
+
+def stage1_recipe_record(results_dir: str | pathlib.Path, prov: Mapping[str, Any]) -> dict[str, Any]:
+  """The stage-1 recipes side by side on the validation split (the best checkpoint's mean system reward,
+  the selection metric), in every setting where both ran; the winner is the higher mean over settings.
+
+  Test-split figures are listed for information only: the choice never looks at them.
+  """
+  results_dir = pathlib.Path(results_dir)
+  rows = []
+  for b in BENCHMARK_TITLES:
+    for p in POOL_TITLES:
+      files = {name: results_path(results_dir, b, p, tag) for name, tag, _ in STAGE1_RECIPES}
+      if not all(f.exists() for f in files.values()):
+        continue
+      row = {"benchmark": b, "pool": p}
+      for name, f in files.items():
+        r = json.loads(f.read_text())
+        best = ((r.get("fit") or {}).get("stage1_best")) or {}
+        stage2 = (r.get("fit") or {}).get("stage2") or {}
+        row[name] = {"file": f.name, "val_mean_reward": best.get("val_mean_reward"),
+                     "val_accuracy": None if best.get("val_accuracy") is None else 100.0 * best["val_accuracy"],
+                     "val_mean_cost_usd": best.get("val_mean_cost"), "best_step": best.get("step"),
+                     "contrastive_queries": stage2.get("contrastive_queries"),
+                     "test_accuracy": r.get("accuracy"), "test_cost_usd": r.get("cost_usd"),
+                     "mean_active_roles": r.get("mean_active_roles"), "num_roles": r.get("num_roles")}
+      rows.append(row)
+  means = {}
+  for name, _, _ in STAGE1_RECIPES:
+    vals = [row[name]["val_mean_reward"] for row in rows if row[name]["val_mean_reward"] is not None]
+    means[name] = sum(vals) / len(vals) if vals else None
+  winner = max((n for n in means if means[n] is not None), key=lambda n: means[n], default=None)
+  return {"rows": rows, "mean_val_reward": means, "winner": winner,
+          "recipes": {name: text for name, _, text in STAGE1_RECIPES}, "provenance": dict(prov)}
+
+
+def stage1_recipe_markdown(record: Mapping[str, Any]) -> str:
+  sim = record["provenance"].get("backend") == "sim"
+  lines = ["# HieraMAS stage-1 recipe on validation" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  if sim:
+    lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.**", ""]
+  lines += [f"- **{name}**: {text}" for name, text in record["recipes"].items()]
+  lines += ["", "Cell: validation mean system reward of the best stage-1 checkpoint (the selection metric) · "
+            "validation accuracy % · best step · stage-2 contrastive queries. Test accuracy % and $ for "
+            "information only (never used to choose).", ""]
+  names = list(record["recipes"])
+  lines += ["| Setting | " + " | ".join(f"{n} (validation)" for n in names) + " | "
+            + " | ".join(f"{n} (test)" for n in names) + " |", "|---" * (2 * len(names) + 1) + "|"]
+  for row in record["rows"]:
+    val = [f"{_fmt(row[n]['val_mean_reward'], '.3f')} · {_fmt(row[n]['val_accuracy'], '.1f')} · step "
+           f"{row[n]['best_step']} · {row[n]['contrastive_queries']}" for n in names]
+    test = [f"{_fmt(row[n]['test_accuracy'], '.2f')} · ${_fmt(row[n]['test_cost_usd'], '.2f')}" for n in names]
+    lines.append(f"| {BENCHMARK_TITLES.get(row['benchmark'])} {POOL_TITLES.get(row['pool'])} | "
+                 + " | ".join(val + test) + " |")
+  if not record["rows"]:
+    lines += ["", "No setting has both recipes' results files yet: run `python experiments/train_hieramas.py "
+              "--flagfile=experiments/ablations/reference_stage1.flags --benchmark=math` beside the main run."]
+  means = record["mean_val_reward"]
+  lines += ["", "Mean validation reward over the settings: "
+            + ", ".join(f"{n} {_fmt(means[n], '.3f')}" for n in names) + "."]
+  if record["winner"]:
+    lines += ["", f"**Kept as the default: {record['winner']}** (the higher mean validation reward)."]
+  prov = record["provenance"]
+  lines += ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "", "```json",
+            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  return "\n".join(lines)
+
+
+def write_stage1_recipe(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path,
+                        prov: Mapping[str, Any]) -> list[pathlib.Path]:
+  """<out_dir>/stage1_recipe.{json,md}."""
+  out_dir = pathlib.Path(out_dir)
+  record = stage1_recipe_record(results_dir, prov)
+  atomic_write_json(out_dir / "stage1_recipe.json", record)
+  atomic_write_text(out_dir / "stage1_recipe.md", stage1_recipe_markdown(record))
+  return [out_dir / "stage1_recipe.json", out_dir / "stage1_recipe.md"]
