@@ -262,3 +262,23 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
   assert len(record["collaboration"]["cells"]) == 2 * 2 * len(record["collaboration"]["configs"])
   md = (tmp_path / "out" / "calibration.md").read_text()
   assert md.startswith("# Calibration of the simulated pool") and "llama-8b" in md and "Full-Graph" in md
+
+
+def test_rewritten_results_do_not_make_the_tree_dirty_but_code_changes_do(tmp_path, monkeypatch):
+  from hieramas_jax.experiment import provenance as provenance_lib
+
+  def git(*args):
+    subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+  git("init", "-q")
+  (tmp_path / "results").mkdir()
+  (tmp_path / "results" / "table1.md").write_text("old\n")
+  (tmp_path / "code.py").write_text("x = 1\n")
+  git("add", ".")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+  monkeypatch.setattr(provenance_lib, "REPO_DIR", tmp_path)
+  assert provenance_lib.git_commit()["dirty"] is False
+  (tmp_path / "results" / "table1.md").write_text("rerun\n")
+  assert provenance_lib.git_commit()["dirty"] is False
+  (tmp_path / "code.py").write_text("x = 2\n")
+  assert provenance_lib.git_commit()["dirty"] is True

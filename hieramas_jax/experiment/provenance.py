@@ -27,13 +27,17 @@ _KEY_PREFIXES = ("sk-", "sk_")
 
 
 def git_commit() -> dict[str, Any]:
-  """The commit the code ran at, and whether the tree had uncommitted changes."""
+  """The commit the code ran at, and whether the tree had uncommitted changes outside `results/`.
+
+  Committed results are the runs' outputs: a run that rewrites them (every rerun does) is still the
+  commit's code, so they do not make the tree dirty; any other change does.
+  """
   def run(*args):
     return subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True, check=False)
   head = run("rev-parse", "HEAD")
   if head.returncode != 0:
     return {"commit": None, "dirty": None}
-  dirty = bool(run("status", "--porcelain", "--untracked-files=no").stdout.strip())
+  dirty = bool(run("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").stdout.strip())
   return {"commit": head.stdout.strip(), "dirty": dirty}
 
 
