@@ -1,6 +1,6 @@
 """The offline HTML report and the ablation tables, from `results/` (make report).
 
-  python experiments/make_report.py    # results/table{2,6,7}.*, stage1_recipe.*, results/report/index.html
+  python experiments/make_report.py    # results/table{2,6,7}.*, stage1_recipe.*, hieramas_cells.*, report/
   python experiments/make_report.py --results=/tmp/r --out_dir=/tmp/r/report
 
 First Tables 2, 6 and 7 from the HieraMAS ablation results files (`report/ablations.py`), then one
@@ -17,13 +17,13 @@ from absl import app, flags
 from hieramas_jax.experiment.cli import parse_flags_or_exit, selected_flags
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.paths import RESULTS_DIR
-from hieramas_jax.report.ablations import write_ablation_tables, write_stage1_recipe
+from hieramas_jax.report.ablations import write_ablation_tables, write_hieramas_cells, write_stage1_recipe
 from hieramas_jax.report.html import write_report
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("results", str(RESULTS_DIR), "The results directory the report is built from.")
 flags.DEFINE_string("out_dir", None, "Where index.html goes (default: <results>/report).")
-flags.DEFINE_bool("tables", True, "Also (re)write table2/table6/table7 and stage1_recipe into --results first.")
+flags.DEFINE_bool("tables", True, "Also (re)write table2/6/7, stage1_recipe and hieramas_cells into --results first.")
 
 
 def _backend(results: pathlib.Path) -> str | None:
@@ -48,6 +48,7 @@ def main(argv):
                       backend=_backend(results))
     written += write_ablation_tables(results, results, prov)
     written += write_stage1_recipe(results, results, prov)
+    written += write_hieramas_cells(results, results, prov)
   path, page = write_report(results, FLAGS.out_dir or results / "report")
   written.append(path)
   print(f"wrote {', '.join(str(p) for p in written)} ({len(page.figures)} figures, {len(page.sections)} sections)")

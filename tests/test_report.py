@@ -128,3 +128,20 @@ def test_stage1_recipe_comparison_picks_the_higher_mean_validation_reward(tmp_pa
   assert record["winner"] == "default"
   md = ablations.stage1_recipe_markdown(record)
   assert "simulated pool" in md.splitlines()[0] and "**Kept as the default: default**" in md
+
+
+def test_hieramas_cells_say_what_was_learned(tmp_path):
+  r = {"accuracy": 90.0, "cost_usd": 0.5, "mean_active_roles": 1.0, "num_roles": 8, "config": {"k_pool": 0},
+       "graph_density": {"mean": 0.5, "distinct_graphs": 3},
+       "llm_preferences": {"proposer": {"skip": 10, "gpt-5-nano": 3, "qwen3-8b": 4},
+                           "synthesizer": {"skip": 7}},
+       "fit": {"stage1_best": {"step": 20}, "stage2": {"queries": 512, "contrastive_queries": 0,
+                                                        "skipped": "0 of 512 training queries show any reward"}}}
+  (tmp_path / "hieramas_mmlu_redux_gpt-5-mini.json").write_text(json.dumps(r))
+  (tmp_path / "hieramas_mmlu_redux_gpt-5-mini_k50.json").write_text(json.dumps(r))  # an ablation: not a main cell
+  record = ablations.hieramas_cells_record(tmp_path, {"backend": "sim", "command": "test"})
+  [row] = record["rows"]
+  assert (row["benchmark"], row["pool"], row["k"]) == ("mmlu_redux", "gpt-5-mini", 200)  # k_pool 0: the default K
+  assert row["classifier_trained"] is False and row["contrastive_queries"] == 0
+  assert row["most_picked"] == {"proposer": "qwen3-8b", "synthesizer": None}
+  assert "| 0 (512) | no | qwen3-8b / - |" in ablations.hieramas_cells_markdown(record)

@@ -259,3 +259,65 @@ def write_stage1_recipe(results_dir: str | pathlib.Path, out_dir: str | pathlib.
   atomic_write_json(out_dir / "stage1_recipe.json", record)
   atomic_write_text(out_dir / "stage1_recipe.md", stage1_recipe_markdown(record))
   return [out_dir / "stage1_recipe.json", out_dir / "stage1_recipe.md"]
+
+
+def hieramas_cells_record(results_dir: str | pathlib.Path, prov: Mapping[str, Any]) -> dict[str, Any]:
+  """What the main HieraMAS cells learned: roles switched on, the density and variety of the chosen G*,
+  how many stage-2 training queries had any contrast between their graphs (none: the classifier stays at
+  its initialisation and K cannot matter), and the LLMs the policy picks."""
+  from hieramas_jax.methods.hieramas.config import DEFAULT_K  # pylint: disable=import-outside-toplevel
+  results_dir = pathlib.Path(results_dir)
+  rows = []
+  for b, p in main_settings(results_dir):
+    r = json.loads(results_path(results_dir, b, p, "").read_text())
+    fit = r.get("fit") or {}
+    stage2, best = fit.get("stage2") or {}, fit.get("stage1_best") or {}
+    density = r.get("graph_density") or {}
+    prefs = r.get("llm_preferences") or {}
+    picks = {pos: max(((m, c) for m, c in (prefs.get(pos) or {}).items() if m != "skip"), key=lambda mc: mc[1],
+                      default=(None, 0))[0] for pos in ("proposer", "synthesizer")}
+    rows.append({"benchmark": b, "pool": p, "accuracy": r.get("accuracy"), "cost_usd": r.get("cost_usd"),
+                 "mean_active_roles": r.get("mean_active_roles"), "num_roles": r.get("num_roles"),
+                 "mean_density": density.get("mean"), "distinct_graphs": density.get("distinct_graphs"),
+                 "k": (r.get("config") or {}).get("k_pool") or DEFAULT_K.get(b),
+                 "stage1_best_step": best.get("step"), "contrastive_queries": stage2.get("contrastive_queries"),
+                 "stage2_queries": stage2.get("queries"), "classifier_trained": not stage2.get("skipped"),
+                 "most_picked": picks})
+  return {"rows": rows, "provenance": dict(prov)}
+
+
+def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
+  sim = record["provenance"].get("backend") == "sim"
+  lines = ["# HieraMAS main cells: what was learned" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  if sim:
+    lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.**", ""]
+  lines += ["Active roles: mean per test query (of the benchmark's roles). Density: of the chosen G* (mean), and "
+            "how many distinct G* over the test split. Contrastive: stage-2 training queries whose K candidate "
+            "graphs got different rewards (0: the classifier keeps its initialisation, so K changes nothing). "
+            "Most picked: the policy's most frequent non-skip LLM per position kind.", "",
+            "| Setting | Acc % | $ test | Active roles | G* density · distinct | K | Stage-1 best step | "
+            "Contrastive (of queries) | Classifier trained | Most picked (proposer / synthesizer) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+  for row in record["rows"]:
+    picks = row["most_picked"]
+    lines.append(f"| {BENCHMARK_TITLES.get(row['benchmark'])} {POOL_TITLES.get(row['pool'])} | "
+                 f"{_fmt(row['accuracy'], '.2f')} | ${_fmt(row['cost_usd'], '.2f')} | "
+                 f"{_fmt(row['mean_active_roles'], '.2f')}/{row['num_roles']} | "
+                 f"{_fmt(row['mean_density'], '.2f')} · {row['distinct_graphs']} | {row['k']} | "
+                 f"{row['stage1_best_step']} | {row['contrastive_queries']} ({row['stage2_queries']}) | "
+                 f"{'yes' if row['classifier_trained'] else 'no'} | {picks['proposer'] or '-'} / "
+                 f"{picks['synthesizer'] or '-'} |")
+  prov = record["provenance"]
+  lines += ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "", "```json",
+            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  return "\n".join(lines)
+
+
+def write_hieramas_cells(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path,
+                         prov: Mapping[str, Any]) -> list[pathlib.Path]:
+  """<out_dir>/hieramas_cells.{json,md}."""
+  out_dir = pathlib.Path(out_dir)
+  record = hieramas_cells_record(results_dir, prov)
+  atomic_write_json(out_dir / "hieramas_cells.json", record)
+  atomic_write_text(out_dir / "hieramas_cells.md", hieramas_cells_markdown(record))
+  return [out_dir / "hieramas_cells.json", out_dir / "hieramas_cells.md"]
