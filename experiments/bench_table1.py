@@ -55,7 +55,14 @@ def _run(args: list[str], env: dict[str, str]) -> dict:
     raise RuntimeError(f"reproduce_table1.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
   return {"wall_s": round(wall, 1), "cpu_s": round((after.ru_utime - before.ru_utime)
                                                    + (after.ru_stime - before.ru_stime), 1),
-          "stdout": proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""}
+          "stdout": _summary_line(proc.stdout)}
+
+
+def _summary_line(stdout: str) -> str:
+  """The run's last line without the files it wrote: they lie in a temporary directory, and no machine's
+  absolute path belongs in a committed result."""
+  last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+  return last.split("; wrote ")[0]
 
 
 def _table_stats(out_dir: pathlib.Path, suffix: str) -> dict:
