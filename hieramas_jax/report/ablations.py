@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
+from hieramas_jax.report.table1 import provenance_lines
 
 SIM_TITLE = "simulated pool"
 
@@ -158,23 +159,27 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
   for name, src in sorted(record["sources"].items()):
     commit = ((src.get("git") or {}).get("commit") or "")[:12]
     lines.append(f"| `results/{name}` | `{src.get('command')}` | {commit} |")
-  prov = record["provenance"]
-  lines += ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "", "```json",
-            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  lines += provenance_lines(record["provenance"])
   return "\n".join(lines)
 
 
 def write_ablation_tables(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path, prov: Mapping[str, Any],
                           names: Sequence[str] = tuple(TABLES)) -> list[pathlib.Path]:
   """<out_dir>/table2|table6|table7.{json,md}."""
-  out_dir = pathlib.Path(out_dir)
   written = []
   for name in names:
     record = ablation_record(name, results_dir, prov)
-    atomic_write_json(out_dir / f"{name}.json", record)
-    atomic_write_text(out_dir / f"{name}.md", ablation_markdown(record))
-    written += [out_dir / f"{name}.json", out_dir / f"{name}.md"]
+    written += _write_pair(out_dir, name, record, ablation_markdown(record))
   return written
+
+
+def _write_pair(out_dir: str | pathlib.Path, name: str, record: Mapping[str, Any], markdown: str
+                ) -> list[pathlib.Path]:
+  """<out_dir>/<name>.json (the record) and <name>.md (its table), each written atomically."""
+  out_dir = pathlib.Path(out_dir)
+  atomic_write_json(out_dir / f"{name}.json", record)
+  atomic_write_text(out_dir / f"{name}.md", markdown)
+  return [out_dir / f"{name}.json", out_dir / f"{name}.md"]
 
 
 # Stage-1 recipes compared on validation (issue: the default was tuned on an older sim). The tag of each
@@ -245,20 +250,15 @@ def stage1_recipe_markdown(record: Mapping[str, Any]) -> str:
             + ", ".join(f"{n} {_fmt(means[n], '.3f')}" for n in names) + "."]
   if record["winner"]:
     lines += ["", f"**Kept as the default: {record['winner']}** (the higher mean validation reward)."]
-  prov = record["provenance"]
-  lines += ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "", "```json",
-            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  lines += provenance_lines(record["provenance"])
   return "\n".join(lines)
 
 
 def write_stage1_recipe(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path,
                         prov: Mapping[str, Any]) -> list[pathlib.Path]:
   """<out_dir>/stage1_recipe.{json,md}."""
-  out_dir = pathlib.Path(out_dir)
   record = stage1_recipe_record(results_dir, prov)
-  atomic_write_json(out_dir / "stage1_recipe.json", record)
-  atomic_write_text(out_dir / "stage1_recipe.md", stage1_recipe_markdown(record))
-  return [out_dir / "stage1_recipe.json", out_dir / "stage1_recipe.md"]
+  return _write_pair(out_dir, "stage1_recipe", record, stage1_recipe_markdown(record))
 
 
 def hieramas_cells_record(results_dir: str | pathlib.Path, prov: Mapping[str, Any]) -> dict[str, Any]:
@@ -307,17 +307,12 @@ def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
                  f"{row['stage1_best_step']} | {row['contrastive_queries']} ({row['stage2_queries']}) | "
                  f"{'yes' if row['classifier_trained'] else 'no'} | {picks['proposer'] or '-'} / "
                  f"{picks['synthesizer'] or '-'} |")
-  prov = record["provenance"]
-  lines += ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "", "```json",
-            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+  lines += provenance_lines(record["provenance"])
   return "\n".join(lines)
 
 
 def write_hieramas_cells(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path,
                          prov: Mapping[str, Any]) -> list[pathlib.Path]:
   """<out_dir>/hieramas_cells.{json,md}."""
-  out_dir = pathlib.Path(out_dir)
   record = hieramas_cells_record(results_dir, prov)
-  atomic_write_json(out_dir / "hieramas_cells.json", record)
-  atomic_write_text(out_dir / "hieramas_cells.md", hieramas_cells_markdown(record))
-  return [out_dir / "hieramas_cells.json", out_dir / "hieramas_cells.md"]
+  return _write_pair(out_dir, "hieramas_cells", record, hieramas_cells_markdown(record))

@@ -112,10 +112,14 @@ def _header(derived: Mapping[str, Any], title: str) -> list[str]:
   return lines
 
 
-def _provenance(derived: Mapping[str, Any]) -> list[str]:
-  prov = derived["provenance"]
-  return ["", "## Provenance", "", "Command:", "", "```", prov["command"], "```", "",
+def provenance_lines(prov: Mapping[str, Any]) -> list[str]:
+  """The closing "## Provenance" section of a generated markdown table: its command, then the rest as JSON."""
+  return ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "",
           "```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
+
+
+def _provenance(derived: Mapping[str, Any]) -> list[str]:
+  return provenance_lines(derived["provenance"])
 
 
 def _columns(derived) -> list[tuple[str, str]]:
