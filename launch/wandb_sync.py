@@ -1,6 +1,6 @@
 """Upload the offline W&B runs under runs/ (make wandb-sync): every cell, training stage and result run.
 
-  WANDB_API_KEY=... python launch/wandb_sync.py              # all unsynced offline runs under runs/
+  python launch/wandb_sync.py                  # all unsynced offline runs under runs/ (WANDB_API_KEY set)
   python launch/wandb_sync.py --root=/tmp/runs --dry_run     # list them
 
 Without WANDB_API_KEY: one clear error and exit 2 (nothing is uploaded). A run already uploaded (W&B
