@@ -249,11 +249,12 @@ def test_backend_flags_build_the_endpoint():
   endpoint_lib.define_backend_flags(fv)  # idempotent: a second entry-point module may call it too
   fv(["prog", "--backend=custom", "--base_url=http://10.0.0.2:8000/v1", "--api_key_env=VLLM_KEY",
       "--model_map=qwen3-8b=Qwen/Qwen3-8B,llama-8b=meta/llama", "--max_concurrency=8",
-      "--request_timeout_s=5", "--max_retries=2"])
+      "--request_timeout_s=5", "--max_retries=2", "--max_tokens=64"])
   ep = endpoint_lib.endpoint_from_flags(fv, environ={"VLLM_KEY": SECRET})
   assert ep.api_key == SECRET and ep.model_id("llama-8b") == "meta/llama"
+  assert ep.name == "custom:http://10.0.0.2:8000/v1" and not ep.provider_quirks
   assert endpoint_lib.client_options_from_flags(fv) == {"max_concurrency": 8, "timeout_s": 5.0,
-                                                        "max_retries": 2}
+                                                        "max_retries": 2, "max_tokens_cap": 64}
   with pytest.raises(flags.IllegalFlagValueError):
     fv(["prog", "--backend=nope"])
   fv2 = flags.FlagValues()
@@ -282,3 +283,86 @@ def test_bad_call_arguments_fail_before_any_request():
       return server.requests
 
   assert asyncio.run(main()) == []
+
+
+def test_two_servers_and_two_names_for_one_id_never_share_cache_rows(tmp_path):
+  # Endpoint identity = backend + base URL + the suite's short name: a run against another server on
+  # another port, or another pool member mapped to the same served id, pays its own calls.
+  async def main():
+    paid = []
+    with ResponseCache(tmp_path) as cache:
+      async with FaultServer() as a, FaultServer() as b:
+        for server in (a, b, a):
+          ep = make_endpoint("custom", base_url=server.base_url, environ={},
+                             model_map={"qwen3-8b": "smol", "llama-8b": "smol"})
+          async with fast_client(ep, cache=cache) as client:
+            r1 = await client.chat("qwen3-8b", messages(0), temperature=0.2, max_tokens=8)
+            r2 = await client.chat("llama-8b", messages(0), temperature=0.2, max_tokens=8)
+            paid.append((r1.cached, r2.cached, r1.model, r2.model))
+      return paid, a.served_ok, b.served_ok
+
+  paid, served_a, served_b = asyncio.run(main())
+  assert paid == [(False, False, "qwen3-8b", "llama-8b"), (False, False, "qwen3-8b", "llama-8b"),
+                  (True, True, "qwen3-8b", "llama-8b")]
+  assert (served_a, served_b) == (2, 2)
+  ep = make_endpoint("openai", base_url="http://127.0.0.1:9/v1", environ={"OPENAI_API_KEY": SECRET})
+  assert ep.name == "openai:http://127.0.0.1:9/v1"
+  assert make_endpoint("openai", environ={"OPENAI_API_KEY": SECRET}).name == "openai:https://api.openai.com/v1"
+
+
+def test_provider_quirks_only_where_the_provider_serves_the_model_and_the_run_wide_cap():
+  async def main():
+    async with FaultServer() as server:
+      custom = make_endpoint("custom", base_url=server.base_url, environ={})
+      async with fast_client(custom, max_tokens_cap=16) as client:
+        await client.chat("gpt-5-mini", messages(0), temperature=0.2, max_tokens=300)
+        await client.chat("qwen3-8b", messages(0), temperature=0.7, max_tokens=8)
+      ep = make_endpoint("openai", base_url=server.base_url, environ={"OPENAI_API_KEY": SECRET})
+      async with fast_client(ep, max_tokens_cap=16) as client:
+        await client.chat("gpt-5-mini", messages(0), temperature=0.2, max_tokens=300)
+      return server.requests
+
+  custom_gpt, custom_qwen, openai_gpt = asyncio.run(main())
+  # A custom server (vLLM, llama.cpp, transformers) takes max_tokens and temperature for any name.
+  assert custom_gpt == {"model": "gpt-5-mini", "messages": messages(0), "max_tokens": 16, "temperature": 0.2,
+                        "seed": 0}
+  assert custom_qwen["max_tokens"] == 8  # under the cap: the method's own budget
+  assert openai_gpt == {"model": "gpt-5-mini", "messages": messages(0), "max_completion_tokens": 16, "seed": 0}
+  with pytest.raises(ValueError, match="max_tokens_cap"):
+    LLMClient(sim_endpoint("http://127.0.0.1:9/v1"), max_tokens_cap=0)
+
+
+def test_finish_reason_and_reasoning_tokens_are_recorded_and_replayed(tmp_path):
+  from aiohttp import web
+
+  async def handler(request):
+    body = await request.json()
+    cut = body["max_tokens"] < 10
+    return web.json_response({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None if cut else "42"},
+                     "finish_reason": "length" if cut else "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"],
+                  "completion_tokens_details": {"reasoning_tokens": body["max_tokens"] - (0 if cut else 1)}}})
+
+  async def main():
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    out = []
+    try:
+      with ResponseCache(tmp_path) as cache:
+        for _ in range(2):
+          async with fast_client(make_endpoint("custom", base_url=url, environ={}), cache=cache) as client:
+            for cap in (4, 50):
+              r = await client.chat("qwen3-8b", messages(0), temperature=0.0, max_tokens=cap)
+              out.append((r.cached, r.text, r.finish_reason, r.reasoning_tokens, r.truncated))
+    finally:
+      await runner.cleanup()
+    return out
+
+  assert asyncio.run(main()) == [(False, "", "length", 4, True), (False, "42", "stop", 49, False),
+                                 (True, "", "length", 4, True), (True, "42", "stop", 49, False)]

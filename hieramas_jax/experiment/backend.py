@@ -25,7 +25,7 @@ from hieramas_jax.llm.errors import EndpointConfigError, EndpointUnreachableErro
 from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
 
 BACKEND_FLAG_NAMES = ("backend", "base_url", "api_key_env", "model_map", "max_concurrency",
-                      "request_timeout_s", "max_retries")
+                      "request_timeout_s", "max_retries", "max_tokens")
 
 
 @dataclasses.dataclass

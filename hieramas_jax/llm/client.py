@@ -67,6 +67,11 @@ class CallResult:
       retries and backoff included; for a cached replay, the lookup time.
     cached: True when replayed from the response cache (nothing was spent).
     attempts: requests sent for the original answer (1 = no retry).
+    finish_reason: the endpoint's `finish_reason` ("stop", "length" when max_tokens cut the
+      completion, ...); "" when the endpoint gave none or the answer was replayed from a cache row
+      written before this field was recorded.
+    reasoning_tokens: hidden reasoning tokens among `completion_tokens`
+      (`usage.completion_tokens_details.reasoning_tokens`), 0 when the endpoint reports none.
   """
 
   text: str
@@ -77,6 +82,13 @@ class CallResult:
   latency_s: float
   cached: bool
   attempts: int
+  finish_reason: str = ""
+  reasoning_tokens: int = 0
+
+  @property
+  def truncated(self) -> bool:
+    """The completion was cut by max_tokens (a reasoning model may then have answered nothing)."""
+    return self.finish_reason == "length"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,6 +99,7 @@ class _Route:
   spec: ModelSpec
   sends_temperature: bool
   max_tokens_field: str
+  key_prefix: bytes  # endpoint identity + short name: see `LLMClient.__init__`
 
 
 class _Retry(Exception):
@@ -158,7 +171,7 @@ class LLMClient:
                max_concurrency: int = DEFAULT_MAX_CONCURRENCY, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 0.5,
                backoff_cap_s: float = 30.0, seed: int = 0, retry_after_cap_s: float = 120.0,
-               unreachable_retries: int = 2):
+               unreachable_retries: int = 2, max_tokens_cap: int | None = None):
     if not isinstance(endpoint, Endpoint):
       raise TypeError(f"endpoint must be an Endpoint, got {type(endpoint).__name__}")
     for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
@@ -170,6 +183,9 @@ class LLMClient:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     if backoff_base_s < 0 or retry_after_cap_s < 0:
       raise ValueError("backoff_base_s and retry_after_cap_s must be >= 0")
+    if max_tokens_cap is not None and (type(max_tokens_cap) is not int or max_tokens_cap < 1):
+      raise ValueError(f"max_tokens_cap must be a positive int or None, got {max_tokens_cap!r}")
+    self.max_tokens_cap = max_tokens_cap
     self.endpoint = endpoint
     self.cache = cache
     self.max_concurrency = max_concurrency
@@ -184,11 +200,19 @@ class LLMClient:
       self._url = yarl.URL(endpoint.chat_url)  # parsed once here, not by aiohttp on every request
     except ValueError as e:
       raise EndpointConfigError(f"endpoint {endpoint.name!r}: invalid URL {endpoint.chat_url!r}: {e}") from None
-    self._key_prefix = endpoint.name.encode("utf-8") + b"\n"  # see cache.request_key
-    self._routes = {
-        name: _Route(model_id, MODELS[name], not MODELS[name].fixed_temperature,
-                     MODELS[name].max_tokens_field)
-        for name, model_id in endpoint.model_ids.items() if name in MODELS}
+    # The cache key names the endpoint (backend and URL) and the suite's short name as well as the
+    # body: two short names mapped to one served id are two pool members, and must not replay each
+    # other's answers (nor be billed at each other's prices). Provider quirks (GPT-5 takes
+    # `max_completion_tokens` and no temperature) apply only where the provider serves that model.
+    self._routes = {}
+    for name, model_id in endpoint.model_ids.items():
+      if name not in MODELS:
+        continue
+      spec = MODELS[name]
+      quirks = endpoint.provider_quirks
+      prefix = endpoint.name.encode("utf-8") + b"\n" + (b"" if endpoint.is_sim else name.encode() + b"\n")
+      self._routes[name] = _Route(model_id, spec, not (quirks and spec.fixed_temperature),
+                                  spec.max_tokens_field if quirks else "max_tokens", prefix)
     self._session: aiohttp.ClientSession | None = None
     self._semaphore: asyncio.Semaphore | None = None
     self._reached = False  # got any HTTP answer from the endpoint yet
@@ -246,6 +270,8 @@ class LLMClient:
     if (not isinstance(temperature, (float, int)) or isinstance(temperature, bool)
         or not 0.0 <= temperature <= 2.0):
       raise ValueError(f"temperature must be a number in [0, 2], got {temperature!r}")
+    if self.max_tokens_cap is not None:
+      max_tokens = min(max_tokens, self.max_tokens_cap)
     body: dict[str, Any] = {"model": route.model_id, "messages": messages, "seed": sample_index,
                             route.max_tokens_field: max_tokens}
     if route.sends_temperature:
@@ -255,23 +281,27 @@ class LLMClient:
     key = None
     if cache is not None:
       started = time.perf_counter()
-      key = hashlib.sha256(self._key_prefix + payload).hexdigest()
+      key = hashlib.sha256(route.key_prefix + payload).hexdigest()
       hit = cache.get(key)
       if hit is not None:
         return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
-                          time.perf_counter() - started, True, hit.attempts)
-    text, prompt_tokens, completion_tokens, attempts, latency = await self._post(model, payload)
+                          time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
+                          hit.reasoning_tokens)
+    (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
+        await self._post(model, payload)
     cost = route.spec.cost(prompt_tokens, completion_tokens)
     if cache is not None:
       cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency)
-    return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts)
+                completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency,
+                finish_reason=finish_reason, reasoning_tokens=reasoning_tokens)
+    return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts,
+                      finish_reason, reasoning_tokens)
 
-  async def _post(self, model: str, payload: bytes) -> tuple[str, int, int, int, float]:
+  async def _post(self, model: str, payload: bytes) -> tuple[tuple[str, int, int, str, int], int, float]:
     """Sends `payload` until it is answered.
 
     Returns:
-      (text, prompt_tokens, completion_tokens, attempts, latency_s).
+      ((text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency_s).
     """
     session = self._session
     semaphore = self._semaphore
@@ -289,8 +319,7 @@ class LLMClient:
           raw = await resp.read()
           self._reached = True
           if 200 <= status < 300:
-            text, prompt_tokens, completion_tokens = self._parse(model, raw)
-            return text, prompt_tokens, completion_tokens, attempt, time.perf_counter() - started
+            return self._parse(model, raw), attempt, time.perf_counter() - started
           if status in RETRY_STATUSES or status >= 500:
             failure = _Retry(f"HTTP {status}: {self._redact(_error_message(raw))[:200]}", status,
                              parse_retry_after(resp.headers))
@@ -323,8 +352,9 @@ class LLMClient:
                 self.endpoint.name, failure.reason, delay)
       await asyncio.sleep(delay)
 
-  def _parse(self, model: str, raw: bytes) -> tuple[str, int, int]:
-    """(text, prompt_tokens, completion_tokens) of a 2xx body; `_Retry` when it is not a completion."""
+  def _parse(self, model: str, raw: bytes) -> tuple[str, int, int, str, int]:
+    """(text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens) of a 2xx body;
+    `_Retry` when it is not a completion."""
     try:
       data = json.loads(raw)
       choices = data.get("choices")
@@ -345,7 +375,11 @@ class LLMClient:
       elif not isinstance(text, str):
         raise TypeError("message content is not a string")
       usage = data["usage"]
-      return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+      finish_reason = choices[0].get("finish_reason") or ""
+      details = usage.get("completion_tokens_details") or {}
+      reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+      return (text, int(usage["prompt_tokens"]), int(usage["completion_tokens"]), str(finish_reason),
+              int(reasoning or 0))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
       raise _Retry(f"malformed completion body ({type(e).__name__})") from None
 

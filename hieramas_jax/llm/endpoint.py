@@ -48,6 +48,10 @@ class Endpoint:
     is_sim: True when results come from the simulated pool (they get labelled as such).
     model_ids: suite short name -> the id this endpoint expects. A model absent here is not served
       by this endpoint (`UnknownModelError` before any request).
+    provider_quirks: apply the providers' request quirks of a model (GPT-5: `max_completion_tokens`,
+      no temperature). True for OpenAI, OpenRouter and the sim (which enforces them like OpenAI); False
+      for a custom server (vLLM, llama.cpp, transformers), which serves its own weights under the name
+      and takes the standard `max_tokens` and `temperature`.
   """
 
   name: str
@@ -55,6 +59,7 @@ class Endpoint:
   api_key: str = dataclasses.field(default="", repr=False)
   is_sim: bool = False
   model_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  provider_quirks: bool = True
 
   def __post_init__(self):
     if not self.base_url.startswith(("http://", "https://")):
@@ -147,7 +152,8 @@ def make_endpoint(backend: str, *, base_url: str | None = None, api_key_env: str
       raise EndpointConfigError("backend 'custom' needs --base_url (an OpenAI-compatible .../v1 URL)")
     key = _key_from_env(backend, api_key_env, environ) if api_key_env else ""
     ids = dict(model_map) if model_map else {m: m for m in MODELS}
-    return Endpoint(name=f"custom:{base_url.rstrip('/')}", base_url=base_url, api_key=key, model_ids=ids)
+    return Endpoint(name=endpoint_name("custom", base_url), base_url=base_url, api_key=key, model_ids=ids,
+                    provider_quirks=False)
   key = _key_from_env(backend, api_key_env or DEFAULT_KEY_ENV[backend], environ)
   if backend == "openrouter":
     ids = {name: spec.provider_id for name, spec in MODELS.items()}
@@ -156,7 +162,16 @@ def make_endpoint(backend: str, *, base_url: str | None = None, api_key_env: str
     ids = _openai_ids()
     url = base_url or OPENAI_BASE_URL
   ids.update(model_map or {})
-  return Endpoint(name=backend, base_url=url, api_key=key, model_ids=ids)
+  return Endpoint(name=endpoint_name(backend, url), base_url=url, api_key=key, model_ids=ids)
+
+
+def endpoint_name(backend: str, base_url: str) -> str:
+  """`backend:base_url`: the endpoint's identity in cache keys, run roots and provenance.
+
+  The URL is part of it because two servers behind one backend name (OpenAI and a proxy, two local
+  vLLM servers on different ports) answer differently: neither may replay the other's answers.
+  """
+  return f"{backend}:{base_url.rstrip('/')}"
 
 
 def define_backend_flags(flag_values: Any = None) -> None:
@@ -184,6 +199,10 @@ def define_backend_flags(flag_values: Any = None) -> None:
   flags.DEFINE_float("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S,
                      "Seconds before one request is abandoned (and retried).", lower_bound=0.001,
                      flag_values=fv)
+  flags.DEFINE_integer("max_tokens", None,
+                       "Run-wide cap on completion tokens per call, for every method and training stage "
+                       "(a method asking for more is sent this many). Unset: each method's own budget.",
+                       lower_bound=1, flag_values=fv)
   flags.DEFINE_integer("max_retries", DEFAULT_MAX_RETRIES,
                        "Retries after the first attempt on 408/409/429/5xx, timeouts and dropped "
                        "connections.", lower_bound=0, flag_values=fv)
@@ -204,4 +223,4 @@ def endpoint_from_flags(flag_values: Any, *, sim_base_url: str | None = None, si
 def client_options_from_flags(flag_values: Any) -> dict[str, Any]:
   """Keyword arguments for `LLMClient` from the shared flags."""
   return {"max_concurrency": flag_values.max_concurrency, "timeout_s": flag_values.request_timeout_s,
-          "max_retries": flag_values.max_retries}
+          "max_retries": flag_values.max_retries, "max_tokens_cap": getattr(flag_values, "max_tokens", None)}
