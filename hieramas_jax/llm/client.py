@@ -44,7 +44,7 @@ from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableErr
                                      redact_secrets)
 from hieramas_jax.llm.registry import MODELS, ModelSpec
 
-__all__ = ["CallResult", "LLMClient", "LLMError", "RetriesExhaustedError", "NonRetryableError",
+__all__ = ["CallResult", "LLMClient", "PoolClient", "LLMError", "RetriesExhaustedError", "NonRetryableError",
            "EndpointUnreachableError", "UnknownModelError", "RETRY_STATUSES"]
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,8 @@ class _Route:
   sends_temperature: bool
   max_tokens_field: str
   key_prefix: bytes  # endpoint identity + short name: see `LLMClient.__init__`
+  budget: int | None  # the model's completion budget on this endpoint (a pool file's), replacing the method's
+  cap: int | None  # the run-wide --max_tokens
 
 
 class _Retry(Exception):
@@ -209,10 +211,13 @@ class LLMClient:
       if name not in MODELS:
         continue
       spec = MODELS[name]
+      if name in endpoint.prices:
+        spec = dataclasses.replace(spec, price_in=endpoint.prices[name][0], price_out=endpoint.prices[name][1])
       quirks = endpoint.provider_quirks
       prefix = endpoint.name.encode("utf-8") + b"\n" + (b"" if endpoint.is_sim else name.encode() + b"\n")
       self._routes[name] = _Route(model_id, spec, not (quirks and spec.fixed_temperature),
-                                  spec.max_tokens_field if quirks else "max_tokens", prefix)
+                                  spec.max_tokens_field if quirks else "max_tokens", prefix,
+                                  endpoint.max_tokens.get(name), max_tokens_cap)
     self._session: aiohttp.ClientSession | None = None
     self._semaphore: asyncio.Semaphore | None = None
     self._reached = False  # got any HTTP answer from the endpoint yet
@@ -251,7 +256,9 @@ class LLMClient:
       model: the suite's short model name (must be served by the endpoint).
       messages: OpenAI chat messages.
       temperature: sampling temperature (not sent to models that accept only their default).
-      max_tokens: completion cap (sent as the model's `max_tokens_field`).
+      max_tokens: completion cap (sent as the model's `max_tokens_field`), unless the endpoint sets
+        this model's own budget (a pool file's `max_tokens`), which replaces it; the run-wide
+        `max_tokens_cap` caps either.
       sample_index: independent-draw index; sent as the OpenAI `seed` and part of the cache key.
 
     Raises:
@@ -270,8 +277,10 @@ class LLMClient:
     if (not isinstance(temperature, (float, int)) or isinstance(temperature, bool)
         or not 0.0 <= temperature <= 2.0):
       raise ValueError(f"temperature must be a number in [0, 2], got {temperature!r}")
-    if self.max_tokens_cap is not None:
-      max_tokens = min(max_tokens, self.max_tokens_cap)
+    if route.budget is not None:  # a reasoning model needs room for its hidden reasoning: the pool decides
+      max_tokens = route.budget
+    if route.cap is not None:
+      max_tokens = min(max_tokens, route.cap)
     body: dict[str, Any] = {"model": route.model_id, "messages": messages, "seed": sample_index,
                             route.max_tokens_field: max_tokens}
     if route.sends_temperature:
@@ -392,3 +401,65 @@ class LLMClient:
 
   def _redact(self, text: str) -> str:
     return redact_secrets(text, self.endpoint.api_key)
+
+
+class PoolClient:
+  """Several endpoints behind one `chat`: each model's calls go to the endpoint that serves it.
+
+  A pool file can put GPT models on OpenAI and open models on a local server; methods call
+  `chat(model, ...)` as on one `LLMClient`. Each endpoint keeps its own `LLMClient` (its own
+  connection pool and concurrency bound, its own retries), and the response cache is shared: its keys
+  name the endpoint, so rows never mix.
+
+  Args:
+    endpoints: the pool's endpoints; a model may be served by one of them only.
+    **client_options: `LLMClient` keyword arguments, the same for every endpoint.
+  """
+
+  def __init__(self, endpoints: Sequence[Endpoint], **client_options: Any):
+    if not endpoints:
+      raise EndpointConfigError("a pool needs at least one endpoint")
+    self.clients = tuple(LLMClient(ep, **client_options) for ep in endpoints)
+    self._by_model: dict[str, LLMClient] = {}
+    for client in self.clients:
+      for model in client.endpoint.model_ids:
+        if model in self._by_model:
+          raise EndpointConfigError(f"model {model!r} is served by two endpoints of the pool: "
+                                    f"{self._by_model[model].endpoint.name} and {client.endpoint.name}")
+        self._by_model[model] = client
+
+  @property
+  def endpoints(self) -> tuple[Endpoint, ...]:
+    return tuple(c.endpoint for c in self.clients)
+
+  def client_for(self, model: str) -> LLMClient:
+    """The endpoint client serving `model`; `UnknownModelError` when none does."""
+    try:
+      return self._by_model[model]
+    except KeyError:
+      raise UnknownModelError(model) from None
+
+  async def __aenter__(self) -> PoolClient:
+    opened = []
+    try:
+      for client in self.clients:
+        await client.__aenter__()
+        opened.append(client)
+    except BaseException:
+      for client in opened:
+        await client.close()
+      raise
+    return self
+
+  async def __aexit__(self, *exc) -> None:
+    await self.close()
+
+  async def close(self) -> None:
+    for client in self.clients:
+      await client.close()
+
+  async def chat(self, model: str, messages: Sequence[dict[str, Any]], *, temperature: float,
+                 max_tokens: int, sample_index: int = 0) -> CallResult:
+    """`LLMClient.chat` on the endpoint that serves `model`."""
+    return await self.client_for(model).chat(model, messages, temperature=temperature, max_tokens=max_tokens,
+                                             sample_index=sample_index)

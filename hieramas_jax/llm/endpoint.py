@@ -52,6 +52,11 @@ class Endpoint:
       no temperature). True for OpenAI, OpenRouter and the sim (which enforces them like OpenAI); False
       for a custom server (vLLM, llama.cpp, transformers), which serves its own weights under the name
       and takes the standard `max_tokens` and `temperature`.
+    prices: short name -> (USD per 1M prompt tokens, per 1M completion tokens) where this endpoint's
+      price differs from the registry's frozen one (a pool file's dated price).
+    max_tokens: short name -> the model's completion budget on this endpoint (a pool file's); requests
+      to it are sent with this budget whatever the method asked, since a reasoning model needs room
+      for its hidden reasoning (the run-wide --max_tokens still caps it).
   """
 
   name: str
@@ -60,6 +65,8 @@ class Endpoint:
   is_sim: bool = False
   model_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)
   provider_quirks: bool = True
+  prices: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+  max_tokens: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if not self.base_url.startswith(("http://", "https://")):
@@ -67,6 +74,8 @@ class Endpoint:
                                 f"got {self.base_url!r}")
     object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
     object.__setattr__(self, "model_ids", types.MappingProxyType(dict(self.model_ids)))
+    object.__setattr__(self, "prices", types.MappingProxyType(dict(self.prices)))
+    object.__setattr__(self, "max_tokens", types.MappingProxyType(dict(self.max_tokens)))
 
   def __repr__(self) -> str:
     key = "<set>" if self.api_key else "<none>"
