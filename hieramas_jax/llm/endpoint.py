@@ -203,6 +203,14 @@ def define_backend_flags(flag_values: Any = None) -> None:
   flags.DEFINE_list("model_map", [],
                     "SHORT=ID pairs mapping suite model names to the endpoint's model ids "
                     "(custom endpoints, e.g. qwen3-8b=Qwen/Qwen3-8B).", flag_values=fv)
+  flags.DEFINE_string("pool_file", None,
+                      "A pool file (.toml/.yaml, launch/pools/*.toml): per model its backend, base URL, key "
+                      "variable, model id, dated price and budget; one run can mix endpoints. Replaces "
+                      "--backend/--base_url/--api_key_env/--model_map.", flag_values=fv)
+  flags.DEFINE_float("max_usd", None,
+                     "Hard cap on what this run pays (training included), checked before each call is sent; "
+                     "at the cap the run stops, saying what it spent, and resumes later without paying twice.",
+                     lower_bound=0.0, flag_values=fv)
   flags.DEFINE_integer("max_concurrency", DEFAULT_MAX_CONCURRENCY,
                        "Most requests in flight to the endpoint at once.", lower_bound=1, flag_values=fv)
   flags.DEFINE_float("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S,

@@ -89,7 +89,8 @@ class Pool:
                        for m in self.models.values()}}
 
 
-def _read(path: pathlib.Path) -> Any:
+def read_pool_data(path: pathlib.Path) -> Any:
+  """The parsed (not validated) content of a pool file."""
   text = path.read_text(encoding="utf-8")
   if path.suffix == ".toml":
     try:
@@ -207,4 +208,4 @@ def load_pool_file(path: str | os.PathLike, *, environ: Mapping[str, str] | None
   path = pathlib.Path(path)
   if not path.is_file():
     raise PoolFileError(f"{path}: no such pool file")
-  return build_pool(parse_pool(_read(path), str(path)), str(path), environ=environ, sim_base_url=sim_base_url)
+  return build_pool(parse_pool(read_pool_data(path), str(path)), str(path), environ=environ, sim_base_url=sim_base_url)
