@@ -408,3 +408,32 @@ def test_spend_cap_stops_before_the_call_that_could_cross_it_and_a_rerun_resumes
   assert [r.text for r in second[:expected]] == [r.text for r in first]
   with pytest.raises(ValueError, match="max_usd"):
     SpendCap(float("nan"))
+
+
+@pytest.mark.parametrize("message", [
+    "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens",  # OpenAI, vLLM
+    "the request exceeds the available context size, try increasing it",  # llama.cpp (n_ctx)
+    "Input is too long for this model", "prompt is too long: 210000 tokens > 200000 maximum"])
+def test_a_prompt_longer_than_the_context_is_an_empty_answer_not_a_dead_cell(message):
+  from aiohttp import web
+
+  async def handler(request):
+    await request.json()
+    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=400)
+
+  async def main():
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    try:
+      async with fast_client(make_endpoint("custom", base_url=url, environ={})) as client:
+        return await client.chat("qwen3-8b", messages(0), temperature=0.0, max_tokens=8)
+    finally:
+      await runner.cleanup()
+
+  r = asyncio.run(main())
+  assert r.text == "" and r.finish_reason == "context_overflow" and r.truncated and r.cost_usd == 0.0

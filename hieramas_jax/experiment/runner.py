@@ -259,7 +259,7 @@ class Usage:
     self.prompt_tokens += int(result.prompt_tokens)
     self.completion_tokens += int(result.completion_tokens)
     self.cost_usd += float(result.cost_usd)
-    self.truncated_calls += int(getattr(result, "finish_reason", "") == "length")
+    self.truncated_calls += int(getattr(result, "finish_reason", "") in ("length", "context_overflow"))
     row = self.by_model.setdefault(result.model, [0, 0, 0])
     row[0] += 1
     row[1] += int(result.prompt_tokens)

@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import time
 from typing import Any, Sequence
 
@@ -51,6 +52,11 @@ __all__ = ["CallResult", "LLMClient", "PoolClient", "SpendCap", "LLMError", "Ret
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every status >= 500
+CONTEXT_OVERFLOW = "context_overflow"  # CallResult.finish_reason of a prompt longer than the model's context
+# How OpenAI, vLLM, llama.cpp, transformers and OpenRouter word a prompt that does not fit.
+_CONTEXT_OVERFLOW = re.compile(r"context[ _-]?length|context window|maximum context|too many tokens|"
+                               r"exceed\w* (?:[\w']+ ){0,3}context|prompt is too long|"
+                               r"input is too long|n_ctx", re.IGNORECASE)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode  # == cache.canonical_json
 
 
@@ -88,8 +94,9 @@ class CallResult:
 
   @property
   def truncated(self) -> bool:
-    """The completion was cut by max_tokens (a reasoning model may then have answered nothing)."""
-    return self.finish_reason == "length"
+    """The completion was cut by max_tokens (a reasoning model may then have answered nothing), or
+    the prompt did not fit the model's context at all (finish_reason `CONTEXT_OVERFLOW`, empty text)."""
+    return self.finish_reason in ("length", CONTEXT_OVERFLOW)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -388,6 +395,10 @@ class LLMClient:
           if status in RETRY_STATUSES or status >= 500:
             failure = _Retry(f"HTTP {status}: {self._redact(_error_message(raw))[:200]}", status,
                              parse_retry_after(resp.headers))
+          elif status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(_error_message(raw)):
+            # The prompt does not fit the model's context: an answer of nothing, not a dead cell. The
+            # method goes on (the query is graded wrong), and the cut is recorded like a truncation.
+            return ("", 0, 0, CONTEXT_OVERFLOW, 0), attempt, time.perf_counter() - started
           else:
             raise NonRetryableError(model, status, self._redact(_error_message(raw)))
       except _Retry as e:

@@ -100,7 +100,7 @@ class Trace:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_calls": sum(c.cached for c in self.calls), "wall_s": round(self.wall_s, 4),
             "models": [c.model for c in self.calls],
-            "truncated_calls": sum(c.finish_reason == "length" for c in self.calls),
+            "truncated_calls": sum(c.finish_reason in ("length", "context_overflow") for c in self.calls),
             "usage_by_model": self.usage_by_model(), **self.extra}
 
   def usage_by_model(self) -> dict[str, list[int]]:
