@@ -10,7 +10,7 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test test-real reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 \
+.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 \
 	sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
@@ -91,6 +91,12 @@ bench: install
 	$(PY) experiments/bench_sandbox.py
 	$(PY) experiments/bench_cache.py
 	$(PY) experiments/bench_encoder.py
+
+# What all of Table 1 would cost on the paper's pool on OpenRouter: an estimate from the committed simulated
+# run (no request, no key): results/dry_run_openrouter_paper.txt.
+dry-run-paper: install
+	$(PY) experiments/reproduce_table1.py --dry_run --pool_file=launch/pools/openrouter_paper.toml \
+	  > results/dry_run_openrouter_paper.txt.tmp && mv results/dry_run_openrouter_paper.txt.tmp results/dry_run_openrouter_paper.txt
 
 bench-table1: install
 	$(PY) experiments/bench_table1.py
