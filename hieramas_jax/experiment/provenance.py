@@ -117,6 +117,14 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
   return prov
 
 
+def sim_title(record: Mapping[str, Any]) -> str:
+  """"simulated pool (profile X)" for a result or its provenance: X is the sim's aggregation profile
+  (the run's --sim_profile flag; records made before profiles existed read as "fitted")."""
+  prov = record.get("provenance", record) if isinstance(record, Mapping) else {}
+  flags = (prov or {}).get("flags") or {}
+  return f"simulated pool (profile {flags.get('sim_profile', 'fitted')})"
+
+
 def update_json_key(path: str | os.PathLike, key: str, value: Any) -> None:
   """Set one top-level key of a shared JSON file (e.g. results/bench.json), keeping the others.
 
