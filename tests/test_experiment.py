@@ -261,11 +261,13 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
   assert {r["name"] for r in record["cost_check"]["rows"]} == {"wo_llm_selection", "full_graph"}
   assert len(record["collaboration"]["cells"]) == 2 * 2 * len(record["collaboration"]["configs"])
   md = (tmp_path / "out" / "calibration.md").read_text()
-  assert md.startswith("# Calibration of the simulated pool (profile fitted)") and "llama-8b" in md and "Full-Graph" in md
+  assert md.startswith("# Calibration of the simulated pool (profile fitted)")
+  assert "llama-8b" in md and "Full-Graph" in md
   assert "sign_vs_sc_cot_holds" in fg and {r["use"] for r in record["aggregation_fit"]["rows"]} >= {"fit", "validation"}
   params = {r["name"]: r for r in record["parameters"]["rows"]}
-  assert params["Aggregation.support_power"]["status"] == "fitted" and set(params["Aggregation.support_power"]["profiles"]) \
-      == {"low", "fitted", "high"} and params["Aggregation.dilution_tokens"]["status"] == "assumed"
+  power = params["Aggregation.support_power"]
+  assert power["status"] == "fitted" and set(power["profiles"]) == {"low", "fitted", "high"}
+  assert params["Aggregation.dilution_tokens"]["status"] == "assumed"
 
 
 def test_rewritten_results_do_not_make_the_tree_dirty_but_code_changes_do(tmp_path, monkeypatch):

@@ -167,7 +167,8 @@ WORDINGS = {
     "aflow": ("Several solutions have been generated to address the given question. They are as follows:\n{c}\n\n"
               "Carefully evaluate these solutions and identify the answer that appears most frequently across "
               "them. This consistency in answers is crucial for determining the most reliable solution."),
-    # GDesigner / MASRouter lineage decision node (FinalRefer role).
+    # Decision-node ("FinalRefer") roles of the GDesigner / MASRouter code lineage: a MATH variant found in
+    # a public repository of that lineage, and the MMLU role as recalled (not verified verbatim).
     "gdesigner": ("You are the top decision-maker. Good at verifying mathematical proofs, checking Python code "
                   "results, and synthesizing a final correct answer formatted in LaTeX.\n{c}"),
     "masrouter": ("You are the top decision-maker and are good at analyzing and summarizing other people's "

@@ -421,7 +421,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
   sim = prov.get("backend") == "sim"
   tol = record["tolerance_pts"]
   profile = record.get("parameters", {}).get("profile", "fitted")
-  lines = ["# Calibration of the " + (f"simulated pool (profile {profile})" if sim else f"{prov.get('backend')} endpoint")
+  pool = f"simulated pool (profile {profile})" if sim else f"{prov.get('backend')} endpoint"
+  lines = ["# Calibration of the " + pool
            + ": fit, validation, collaboration, cost", ""]
   if sim:
     lines += [f"**{prov['label']}.** Every number below is measured on the simulated pool through the suite's "
@@ -452,7 +453,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
               f"{fg['target']:.2f}% ({'within' if fg['within'] else '**outside**'} {tol:g} points); sim CoT average "
               f"{fg['cot_average_measured']:.2f}% (paper {fg['paper_cot_average']:.2f}%): Full-Graph above CoT "
               f"{'holds' if fg['sign_holds'] else '**does not hold**'}; sim SC+CoT average "
-              f"{fg.get('sc_cot_average_measured', float('nan')):.2f}% (paper {fg.get('paper_sc_cot_average', 91.6):.2f}%): "
+              f"{fg.get('sc_cot_average_measured', float('nan')):.2f}% "
+              f"(paper {fg.get('paper_sc_cot_average', 91.6):.2f}%): "
               f"Full-Graph above SC+CoT (paper +1.18) "
               f"{'holds' if fg.get('sign_vs_sc_cot_holds') else '**does not hold**'}.", "",
               "| Benchmark | Setting | Full-Graph % | ±SE | n | $/query | calls/query |",
@@ -487,6 +489,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
   cost = record.get("cost_check")
   if cost:
     lines += ["## Cost scale against the paper (test splits, gpt-5-mini everywhere)", "",
+              "Reported only: both rows are structures of methods under study (a HieraMAS ablation, Full-Graph), "
+              "so no parameter is set or checked from them; token lengths are estimates (docs/simulator.md).", "",
               "| Row | Benchmark | Structure | Sim $ | Paper $ | Ratio | within ±30% |",
               "|---|---|---|---|---|---|---|"]
     for r in cost["rows"]:

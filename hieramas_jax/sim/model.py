@@ -3,7 +3,7 @@
 A request becomes a reply in five steps, each a pure function of (server seed, model, messages,
 sampling parameters, sample index):
 
-1. read the request (`reading.read_request`): item and its lettering, cue to reason, role,
+1. read the request (`reading.read_request`): item and its lettering, whether it asks to reason, role,
    candidate answers found anywhere in the prompt;
 2. own competence: logit = theta[model, benchmark] - b[item] + fit[role, domain]
    + cot[domain] * reasons - temperature_penalty(T)  (item response theory, 1PL);

@@ -170,13 +170,13 @@ CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
-# Prompt kinds a reply's length depends on: "answer" (no cue to reason), "reasoning" (a cue),
-# "aggregation" (a cue and candidates to weigh).
+# Prompt kinds a reply's length depends on: "answer" (nothing asks to reason), "reasoning" (asked to
+# reason, no candidates), "aggregation" (candidates to weigh: an evaluation, whatever the wording).
 KINDS = ("answer", "reasoning", "aggregation")
 
 # Visible prose tokens before the answer statement, by domain and kind, for a model of verbosity 1
-# (code replies add the program itself). [estimated: typical lengths of chat replies; the scale is
-# checked against the paper's reported costs in results/calibration.json `cost_check`]
+# (code replies add the program itself). [estimated: typical lengths of chat replies; the paper's costs of
+# structures under study (`cost_check` in results/calibration.json) are shown, never used to set them]
 VISIBLE_TOKENS = {
     "knowledge": {"answer": 30, "reasoning": 130, "aggregation": 150},
     "math": {"answer": 110, "reasoning": 330, "aggregation": 360},

@@ -1,10 +1,11 @@
-"""How the simulated pool reads a request: which item, which lettering, which cue, which candidates.
+"""How the simulated pool reads a request: which item, which lettering, whether to reason, which candidates.
 
 Everything here works on the text of the messages only (principle 1 of SIMULATOR.md), and on no
 wording of the suite's own: the question is found wherever it sits, other agents' answers are
-read wherever they sit and under whatever header (or none), and the cue to reason is read from
-any of several ordinary phrasings. When something is absent the reading degrades to "unknown
-item", "no candidates" or "no cue", never to an error.
+read wherever they sit and under whatever header (or none), and whether the model reasons follows
+what the request asks for (candidates to weigh, or an ordinary request to reason), not its
+wording. When something is absent the reading degrades to "unknown item", "no candidates" or
+"no request to reason", never to an error.
 
 - **Item**: the whole normalised question (lower case, whitespace collapsed) must occur in the
   prompt. A question edited beyond that (a number changed, a word swapped) is not the item. For
@@ -246,7 +247,8 @@ def boxed_contents(text: str) -> list[str]:
 
 # What a format instruction puts in a box to show the form ("put it in the form \\boxed{answer}"):
 # a placeholder, not anyone's answer.
-_PLACEHOLDER = re.compile(r"^\\?(?:\\text\{)?\s*(?:your |the )?(?:final )?(?:answer|solution|result|\.\.\.|…)\s*\}?$", re.I)
+_PLACEHOLDER = re.compile(r"^\\?(?:\\text\{)?\s*(?:your |the )?(?:final )?(?:answer|solution|result|\.\.\.|…)\s*\}?$",
+                          re.I)
 
 
 def is_placeholder(boxed: str) -> bool:
