@@ -361,7 +361,8 @@ def calibration_section(page: Page, results: pathlib.Path) -> str:
   record = _load(results / "calibration.json")
   if not record:
     return missing("results/calibration.json is missing: run `make calibrate`.")
-  fit = (record.get("fit") or {}).get("cells") or []
+  # Only the rows the sim was fitted on (LLM-Debate is measured beside them but never fitted).
+  fit = [c for c in (record.get("fit") or {}).get("cells") or [] if c.get("fitted", True)]
   val = ((record.get("validation") or {}).get("full_graph") or {})
   if not fit and not val:
     return missing("results/calibration.json has neither a fit nor a validation section.")
