@@ -90,7 +90,8 @@ def main(argv):
   out = f"{FLAGS.out_dir}/sim_sensitivity{suffix}"
   atomic_write_json(f"{out}.json", record)
   atomic_write_text(f"{out}.md", sensitivity_markdown(record))
-  print(f"wrote {out}.json and .md: {record['n_hold']} orderings hold, {record['n_flip']} flip, {record['n_tie']} tie")
+  print(f"wrote {out}.json and .md: {record['n_hold']} orderings hold, {record['n_flip']} flip, "
+        f"{record['n_unsettled']} unsettled, {record['n_tie']} tie")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 The simulated pool's aggregation parameters are known only to a confidence region
 (`experiment/aggregation_fit.py`); this table says which orderings of the multi-agent rows and
-HieraMAS survive across the region's ends and which flip. An ordering of two methods *holds* when
-the sign of their accuracy difference is the same, and not zero, under every profile; it is a
-*tie* when the difference is zero under every profile; it *flips* otherwise.
+HieraMAS survive across the region's ends and which flip. For two methods, the sign of their
+accuracy difference under each profile decides: the ordering *holds* when it is the same and not
+zero under every profile, *flips* when it is positive under one profile and negative under
+another, is *unsettled* when it is zero under some profiles and of one sign under the others, and
+is a *tie* when it is zero under every profile.
 """
 
 from __future__ import annotations
@@ -55,14 +57,15 @@ def sensitivity_record(records: Mapping[str, Mapping[str, Any]], prov: Mapping[s
       if va is None or vb is None:
         continue
       signs = {p: int(np.sign(round(va[p] - vb[p], 6))) for p in profiles}
-      status = ("tie" if set(signs.values()) == {0} else
-                "holds" if len(set(signs.values())) == 1 else "flips")
+      nonzero = set(signs.values()) - {0}
+      status = ("tie" if not nonzero else "flips" if len(nonzero) == 2 else
+                "unsettled" if 0 in signs.values() else "holds")
       orderings.append({"a": a, "b": b, "where": where, "diff": {p: round(va[p] - vb[p], 2) for p in profiles},
                         "status": status})
   count = lambda s: sum(o["status"] == s for o in orderings)  # noqa: E731
   return {"profiles": profiles, "columns": [f"{b}/{pool}" for b, pool in columns], "rows": rows,
-          "orderings": orderings, "n_hold": count("holds"), "n_flip": count("flips"), "n_tie": count("tie"),
-          "provenance": dict(prov)}
+          "orderings": orderings, "n_hold": count("holds"), "n_flip": count("flips"),
+          "n_unsettled": count("unsettled"), "n_tie": count("tie"), "provenance": dict(prov)}
 
 
 def sensitivity_markdown(record: Mapping[str, Any]) -> str:
@@ -83,12 +86,13 @@ def sensitivity_markdown(record: Mapping[str, Any]) -> str:
                  + " / ".join(f"{r['average'][p]:.2f}" for p in profiles) + " |")
   avg = [o for o in record["orderings"] if o["where"] == "average"]
   lines += ["", f"## Orderings (simulated pool): {record['n_hold']} hold under every profile, "
-            f"{record['n_flip']} flip, {record['n_tie']} tie everywhere (over the average and every cell)", "",
+            f"{record['n_flip']} flip, {record['n_unsettled']} tie under some profiles only, {record['n_tie']} tie "
+            "everywhere (over the average and every cell)", "",
             "Average over the cells; difference A - B in points under " + " / ".join(profiles) + ".", "",
             "| A | B | A - B | Holds across all profiles |", "|---|---|---|---|"]
   for o in avg:
     lines.append(f"| {o['a']} | {o['b']} | " + " / ".join(f"{o['diff'][p]:+.2f}" for p in profiles)
-                 + f" | {dict(holds='yes', tie='tie', flips='**flips**')[o['status']]} |")
+                 + f" | {dict(holds='yes', tie='tie', flips='**flips**', unsettled='unsettled')[o['status']]} |")
   flips = [o for o in record["orderings"] if o["where"] != "average" and o["status"] == "flips"]
   if flips:
     lines += ["", "Cells where an ordering flips: " + "; ".join(
