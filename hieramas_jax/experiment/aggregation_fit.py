@@ -165,6 +165,7 @@ class Prepared:
       self.later = world.attempts(name, acc / 100.0, 3 * row.rounds, row.temperature, rng)[0]
 
   def baseline(self) -> float:
+    """What the row's effect is measured against: the reader alone, the first member, or the best member."""
     if self.row.baseline == "reader":
       return self.solo[self.row.reader[0]]
     if self.row.baseline == "single":
@@ -203,7 +204,8 @@ class Prepared:
     return debate - M.accuracy(M.vote(samples, self.u[:, 7], n_ans))
 
 
-def prepare(rows: Iterable[Row] = ROWS, n_items: int = 20000, seed: int = 0) -> list[Prepared]:
+def prepare(rows: Iterable[Row] = ROWS, n_items: int = 10000, seed: int = 0) -> list[Prepared]:
+  """Every row's parameter-free draws, on one population per answer format (so rows share models)."""
   worlds = {d: M.World(dataclasses.replace(p, n_items=n_items, seed=seed)) for d, p in POPULATIONS.items()}
   return [Prepared(r, worlds[r.domain], seed) for r in rows]
 
