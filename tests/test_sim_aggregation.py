@@ -146,6 +146,9 @@ def test_the_profile_is_in_the_config_the_fingerprint_and_the_endpoint_name(sim0
     SimConfig(profile="medium")
   assert "--profile=high" in SimConfig(profile="high").to_args()
   assert ":high:" in sim_endpoint_name(0, "high") and ":fitted:" in sim_endpoint_name(0)
+  from hieramas_jax.experiment.provenance import provenance  # pylint: disable=import-outside-toplevel
+  assert provenance(seed=0, flags={"sim_profile": "low"}, backend="sim")["label"].startswith(
+      "simulated pool (profile low)")
   item = load_items("math")[0]
   req = {"model": "qwen3-80b", "messages": roles.single_model_messages(item, cot=True), "temperature": 1.0,
          "top_p": None, "limit": None, "sample_index": 0}

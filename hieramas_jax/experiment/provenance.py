@@ -113,7 +113,9 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
       "sandbox": sandbox_provenance(),
   }
   if backend == "sim":
-    prov["label"] = SIMULATED_LABEL
+    # "simulated pool (profile X) (hieramas_jax.sim): not real LLM results": every title built from it
+    # names the aggregation profile the run was made on.
+    prov["label"] = SIMULATED_LABEL.replace("simulated pool", sim_title(prov), 1)
   return prov
 
 
