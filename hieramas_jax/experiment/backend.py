@@ -24,7 +24,7 @@ from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpo
 from hieramas_jax.llm.errors import EndpointConfigError, EndpointUnreachableError
 from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
 
-BACKEND_FLAG_NAMES = ("backend", "base_url", "api_key_env", "model_map", "max_concurrency",
+BACKEND_FLAG_NAMES = ("backend", "sim_profile", "base_url", "api_key_env", "model_map", "max_concurrency",
                       "request_timeout_s", "max_retries")
 
 
@@ -59,10 +59,11 @@ def sim_fingerprint() -> str:
   return digest.hexdigest()
 
 
-def sim_endpoint_name(seed: int) -> str:
-  """The embedded sim's endpoint name, `sim:seed<s>:<fingerprint[:12]>`: part of every cache key, so
-  neither another sim seed nor another version of the sim ever replays this one's answers."""
-  return f"sim:seed{seed}:{sim_fingerprint()[:12]}"
+def sim_endpoint_name(seed: int, profile: str = "fitted") -> str:
+  """The embedded sim's endpoint name, `sim:seed<s>:<profile>:<fingerprint[:12]>`: part of every cache
+  key and of the provenance, so neither another seed, another aggregation profile nor another version
+  of the sim ever replays this one's answers."""
+  return f"sim:seed{seed}:{profile}:{sim_fingerprint()[:12]}"
 
 
 async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float = 10.0) -> None:
@@ -112,11 +113,12 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
   handle = None
   cache = None
   try:
-    sim_name = sim_endpoint_name(seed)
+    profile = getattr(flag_values, "sim_profile", "fitted")
+    sim_name = sim_endpoint_name(seed, profile)
     if flag_values.backend == "sim" and not flag_values.base_url:
       from hieramas_jax.sim import server  # pylint: disable=import-outside-toplevel
       start = server.start_sim_subprocess if sim_process else server.start_sim_in_thread
-      handle = start(server.SimConfig(seed=seed))
+      handle = start(server.SimConfig(seed=seed, profile=profile))
       base_url = handle.base_url
     else:
       base_url = None
