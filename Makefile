@@ -10,8 +10,8 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret calibrate bench bench-table1 \
-	sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers
+.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret calibrate \
+	bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim sim-sensitivity
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -84,6 +84,15 @@ regret: install
 
 calibrate: install
 	$(PY) experiments/calibrate_sim.py --seed=$(SEED)
+
+# The aggregation mechanism's fit on published collaboration rows (mechanism-level, a few minutes);
+# copy the printed profiles into hieramas_jax/sim/params.py (a test checks they agree), then `make calibrate`.
+fit-sim: install
+	$(PY) experiments/fit_sim.py
+
+# Table 1's multi-agent rows and HieraMAS under the sim's low / fitted / high aggregation profiles.
+sim-sensitivity: install
+	$(PY) experiments/sim_sensitivity.py --seed=$(SEED)
 
 bench: install
 	$(PY) experiments/bench_executor.py

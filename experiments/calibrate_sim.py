@@ -70,7 +70,8 @@ def main(argv):
                                    collab_items=FLAGS.collab_items, code_seeds=seeds, seed=FLAGS.seed,
                                    out_dir=FLAGS.out_dir, run_root=FLAGS.run_root,
                                    flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
-                                   tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress)
+                                   tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
+                                   profile=FLAGS.sim_profile)
 
   record = run_or_exit(lambda: aio.run(go()), (RunConfigMismatchError,))
   if FLAGS.wandb:

@@ -250,7 +250,7 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
   for c in single.values():
     assert c["off"] == (abs(c["measured"] - c["target"]) > 3.0) and c["source"] and c["cost_per_query"] > 0
   fit = record["fit"]["cells"]
-  assert len(fit) == 5 * 2 * 2 and all(c["fitted"] and c["n"] == 3 for c in fit)
+  assert len(fit) == 5 * 2 * 2 and all(c["fitted"] == (c["method"] != "debate") and c["n"] == 3 for c in fit)
   assert {c["method"] for c in fit} == {"base", "cot", "sc", "sc_cot", "debate"}
   debate = next(c for c in fit if c["method"] == "debate")
   assert debate["calls_per_query"] == 6  # 3 agents x 2 rounds
@@ -261,7 +261,13 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
   assert {r["name"] for r in record["cost_check"]["rows"]} == {"wo_llm_selection", "full_graph"}
   assert len(record["collaboration"]["cells"]) == 2 * 2 * len(record["collaboration"]["configs"])
   md = (tmp_path / "out" / "calibration.md").read_text()
-  assert md.startswith("# Calibration of the simulated pool") and "llama-8b" in md and "Full-Graph" in md
+  assert md.startswith("# Calibration of the simulated pool (profile fitted)")
+  assert "llama-8b" in md and "Full-Graph" in md
+  assert "sign_vs_sc_cot_holds" in fg and {r["use"] for r in record["aggregation_fit"]["rows"]} >= {"fit", "validation"}
+  params = {r["name"]: r for r in record["parameters"]["rows"]}
+  power = params["Aggregation.support_power"]
+  assert power["status"] == "fitted" and set(power["profiles"]) == {"low", "fitted", "high"}
+  assert params["Aggregation.dilution_tokens"]["status"] == "assumed"
 
 
 def test_rewritten_results_do_not_make_the_tree_dirty_but_code_changes_do(tmp_path, monkeypatch):

@@ -132,7 +132,7 @@ def test_local_runner_writes_the_sweep_table_and_plot(tmp_path):
   assert [r["accuracy"] for r in record["rows"]] == [51.0, 52.0, 53.0]
   assert record["backend"] == "sim" and "simulated pool" in record["label"]
   md = (tmp_path / "results" / "sweep_fake.md").read_text()
-  assert md.splitlines()[0] == "# Sweep fake - simulated pool" and "| 2 | 52.00 |" in md
+  assert md.splitlines()[0] == "# Sweep fake - simulated pool (profile fitted)" and "| 2 | 52.00 |" in md
   assert (tmp_path / "results" / "sweep_fake.png").read_bytes()[:4] == b"\x89PNG"
 
 

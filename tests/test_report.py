@@ -56,7 +56,8 @@ def _record(cells, setting="main", seeds=(0,)):
                    "pools": ["gpt-5-mini", "qwen3-80b"], "setting": setting, "seeds": list(seeds),
                    "train_limit": {"math": None}, "val_limit": None, "test_limit": None},
           "endpoint": "sim:seed0:abc", "cells": {key(c): c for c in cells},
-          "provenance": {"backend": "sim", "label": "simulated pool (x)", "seed": 0, "command": "python reproduce.py"}}
+          "provenance": {"backend": "sim", "label": "simulated pool (x)", "seed": 0, "command": "python reproduce.py",
+                         "flags": {"sim_profile": "high"}}}
 
 
 def test_table1_has_the_paper_layout_published_figures_intervals_and_the_paired_comparison():
@@ -65,7 +66,7 @@ def test_table1_has_the_paper_layout_published_figures_intervals_and_the_paired_
             ("gpt-5-mini", "qwen3-80b")]
   derived = derive(_record(cells))
   md = table1_markdown(derived)
-  assert md.splitlines()[0] == "# Table 1 - simulated pool"
+  assert md.splitlines()[0] == "# Table 1 - simulated pool (profile high)"  # the run's --sim_profile
   assert "| Method | Comp. | MATH GPT-5-Mini | MATH Qwen3-80B | Avg. |" in md
   base_row = next(l for l in md.splitlines() if l.startswith("| Base†"))
   assert "**75.00 [" in base_row and "· 77.78" in base_row and "· 74.44" in base_row  # ours beside the paper's

@@ -7,6 +7,7 @@ by the real graders wherever a grader exists.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import json
 import math
@@ -100,19 +101,25 @@ def test_code_candidates_exclude_the_question_and_earlier_assistant_turns_count(
   assert len(view.candidates) == 2 and view.reasons
 
 
-def test_reasoning_cues_are_read_from_ordinary_phrasing_not_from_the_question(sim0):
+def test_requests_to_reason_are_read_from_ordinary_phrasing_not_from_the_question(sim0):
   item = next(it for it in load_items("math") if it.question.lower().startswith("evaluate"))
   assert not reading.read_request(base_messages(item), sim0.index).reasons
   for cue in ("Let's think step by step.", "Think carefully before answering.", "Show your work.",
-              "Explain your reasoning.", "Critically evaluate the responses."):
+              "Explain your reasoning."):
     msgs = [{"role": "user", "content": f"{item.question}\n{FORMAT['math']}\n{cue}"}]
     assert reading.read_request(msgs, sim0.index).reasons, cue
+  # Evaluation verbs are no cue by themselves: with no candidates there is nothing to evaluate...
+  msgs = [{"role": "user", "content": f"{item.question}\n{FORMAT['math']}\nCritically evaluate and synthesize."}]
+  assert not reading.read_request(msgs, sim0.index).reasons
+  # ...and with candidates the request is an evaluation whatever it says (or without any instruction).
+  bare = base_messages(item, blocks=("\\boxed{3}",), header="")
+  assert reading.read_request(bare, sim0.index).reasons
 
 
 def test_no_filler_sentence_reads_as_a_cue_to_reason():
   for bank in render.FILLER_BANKS:
     for sentence in bank:
-      assert not reading.REASONING_CUES.search(sentence.format(topic="chemistry")), sentence
+      assert not reading.ASKS_TO_REASON.search(sentence.format(topic="chemistry")), sentence
 
 
 # ---- competence and sampling -------------------------------------------------------------------
@@ -191,23 +198,26 @@ def test_slips_without_reasoning_are_fresh_per_sample_with_the_fitted_rate(sim0)
 def test_luce_choice_matches_hand_computed_weights():
   own = Answer(0, "A", False)
   cands = [Answer(1, "B", True), Answer(1, "B", True), Answer(2, "C", False)]
-  kappa = P.recognition(1.0, 0.0)
-  assert kappa == pytest.approx(P.RECOGNITION_MAX * sigmoid(1.0 + P.RECOGNITION_GAP))
-  beta = P.SUPPORT_POWER
-  own_votes = P.SELF_WEIGHT + P.SELF_CONFIDENCE * sigmoid(1.0)  # the reader's own P(right) at logit 1
-  assert P.self_weight(sigmoid(1.0)) == pytest.approx(own_votes)
-  w = {"A": own_votes ** beta, "B": 2.0 ** beta * math.exp(kappa), "C": 1.0}
+  agg = P.Aggregation(self_weight=0.5, self_confidence=2.0, support_power=1.5, recognition_max=1.0,
+                      recognition_gap=1.0, dilution_tokens=6000.0)
+  kappa = agg.recognition(1.0, 0.0)
+  assert kappa == pytest.approx(1.0 / (1.0 + math.exp(-2.0)))  # 0.8808
+  own_votes = 0.5 + 2.0 / (1.0 + math.exp(-1.0))  # the reader's own P(right) at logit 1: 1.9621
+  assert agg.own_votes(sigmoid(1.0)) == pytest.approx(own_votes)
+  w = {"A": own_votes ** 1.5, "B": 2.0 ** 1.5 * math.exp(kappa), "C": 1.0}
+  sim = object.__new__(BehaviourModel)
+  sim.aggregation = agg
   grid = np.linspace(0.0005, 0.9995, 2000)
-  picks = [BehaviourModel.choose(own, cands, 1.0, 0.0, u).text for u in grid]
+  picks = [sim.choose(own, cands, 1.0, 0.0, u).text for u in grid]
   for letter, weight in w.items():
     assert abs(picks.count(letter) / len(grid) - weight / sum(w.values())) < 0.002
-  long = BehaviourModel.choose(own, cands, 1.0, 12000.0, 0.5)
-  assert P.recognition(1.0, 12000.0) == pytest.approx(kappa / 3) and long.text in "ABC"
+  long = sim.choose(own, cands, 1.0, 12000.0, 0.5)
+  assert agg.recognition(1.0, 12000.0) == pytest.approx(kappa / 3) and long.text in "ABC"
 
 
 def test_adoption_of_a_unanimous_correct_context_matches_the_closed_form(sim0):
   """Own attempt right with q (persistent z fixed); otherwise two gold votes beat the own wrong
-  answer (its own weight s = SELF_WEIGHT + SELF_CONFIDENCE * sigmoid(logit)) with
+  answer (its own weight s = self_weight + self_confidence * sigmoid(logit)) with
   2^b e^k / (2^b e^k + s^b): P(final right) = q + (1 - q) 2^b e^k / (2^b e^k + s^b)."""
   item = load_items("mmlu_redux")[5]
   gold_vote = f"The answer is ({item.answer})."
@@ -218,9 +228,10 @@ def test_adoption_of_a_unanimous_correct_context_matches_the_closed_form(sim0):
     r = P.rho(1.0)
     zp = sim0._persistent(model, item)[0]
     q = phi((inv_phi(sigmoid(logit)) - math.sqrt(r) * zp) / math.sqrt(1 - r))
-    kappa = P.recognition(logit, view.context_chars / P.CHARS_PER_TOKEN)
-    pull = 2 ** P.SUPPORT_POWER * math.exp(kappa)
-    expected = q + (1 - q) * pull / (pull + P.self_weight(sigmoid(logit)) ** P.SUPPORT_POWER)
+    agg = sim0.aggregation
+    kappa = agg.recognition(logit, view.context_chars / P.CHARS_PER_TOKEN)
+    pull = 2 ** agg.support_power * math.exp(kappa)
+    expected = q + (1 - q) * pull / (pull + agg.own_votes(sigmoid(logit)) ** agg.support_power)
     n = 1500
     got = np.mean([sim0.reply(model, msgs(k), 1.0, None, k).correct for k in range(n)])
     assert abs(got - expected) < 3 * math.sqrt(expected * (1 - expected) / n) + 0.01, (model, got, expected)
@@ -236,7 +247,9 @@ def test_a_strong_reader_resists_a_wrong_majority_more_than_a_weak_one(sim0):
       r = sim0.reply(model, base_messages(it, cot=True, blocks=(f"The answer is ({wrong}).",) * 3), 1.0, None, 0)
       right += r.correct
     return right / len(items)
-  assert resisted("gpt-5-mini") > resisted("llama-8b") + 0.1
+  # Fitted readers follow a unanimous majority often (support_power > 1); the strong one still resists
+  # about twice as often (0.19 vs 0.09 on these 300 items; the difference is ~3.5 sd).
+  assert resisted("gpt-5-mini") > resisted("llama-8b") + 0.05
 
 
 def test_support_pulls_and_errors_spread_along_edges(sim0):
@@ -254,8 +267,11 @@ def test_support_pulls_and_errors_spread_along_edges(sim0):
   assert shares[0] < shares[1] < shares[3]
 
 
-def test_a_weaker_proposer_pulls_a_synthesis_down(sim0):
-  """Self-MoA (two strong proposals) against a mix with a weak one, same synthesizer."""
+def test_weak_proposers_pull_a_synthesis_down(sim0):
+  """A strong synthesizer over weak proposals ends below the same synthesizer over strong ones.
+
+  (One weak proposal among strong ones costs little on the fitted mechanism, as in Self-MoA T3's
+  MATH rows: -1.95 mixed against -1.15 pure, within noise at this size.)"""
   items = load_items("math")[:200]
   def accuracy(proposers):
     right = 0
@@ -265,7 +281,7 @@ def test_a_weaker_proposer_pulls_a_synthesis_down(sim0):
       r = sim0.reply("qwen3-80b", roles.synthesizer_messages(it, "Math Solver", proposals), 0.2, None, 0)
       right += r.correct
     return right / len(items)
-  assert accuracy(["qwen3-80b", "qwen3-80b"]) > accuracy(["qwen3-80b", "llama-8b"])
+  assert accuracy(["qwen3-80b"] * 3) > accuracy(["llama-8b"] * 3) + 0.03
 
 
 # ---- answers, pools, unknown questions --------------------------------------------------------------
@@ -387,8 +403,9 @@ def test_only_the_request_text_changes_an_answer_over_http(sim0):
 def test_params_hold_the_recorded_collaboration_fit():
   from hieramas_jax.paths import DATA_DIR
   record = json.loads((DATA_DIR / "sim" / "collaboration_fit.json").read_text())
-  assert P.RHO_TAU == record["RHO_TAU"] and P.RECOGNITION_MAX == record["RECOGNITION_MAX"]
-  assert P.ERROR_SHARED_SPREAD == record["ERROR_SHARED_SPREAD"]
+  assert P.RHO_TAU == record["RHO_TAU"] and P.ERROR_SHARED_SPREAD == record["ERROR_SHARED_SPREAD"]
+  for name, values in record["aggregation"]["profiles"].items():
+    assert dataclasses.asdict(P.PROFILES[name]) == values, name
 
 
 def test_the_in_process_fit_client_answers_like_the_server(sim0):

@@ -29,7 +29,7 @@ from hieramas_jax.llm.preflight import PreflightReport, preflight
 from hieramas_jax.llm.registry import POOLS
 from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
 
-BACKEND_FLAG_NAMES = ("backend", "base_url", "api_key_env", "model_map", "pool_file", "max_concurrency",
+BACKEND_FLAG_NAMES = ("backend", "sim_profile", "base_url", "api_key_env", "model_map", "pool_file", "max_concurrency",
                       "request_timeout_s", "max_retries", "max_tokens", "max_usd")
 
 
@@ -97,10 +97,11 @@ def sim_fingerprint() -> str:
   return digest.hexdigest()
 
 
-def sim_endpoint_name(seed: int) -> str:
-  """The embedded sim's endpoint name, `sim:seed<s>:<fingerprint[:12]>`: part of every cache key, so
-  neither another sim seed nor another version of the sim ever replays this one's answers."""
-  return f"sim:seed{seed}:{sim_fingerprint()[:12]}"
+def sim_endpoint_name(seed: int, profile: str = "fitted") -> str:
+  """The embedded sim's endpoint name, `sim:seed<s>:<profile>:<fingerprint[:12]>`: part of every cache
+  key and of the provenance, so neither another seed, another aggregation profile nor another version
+  of the sim ever replays this one's answers."""
+  return f"sim:seed{seed}:{profile}:{sim_fingerprint()[:12]}"
 
 
 async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float = 10.0) -> None:
@@ -168,7 +169,8 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     raise EndpointConfigError("--pool_file names every model's endpoint: drop --backend, --base_url, "
                               "--api_key_env and --model_map (or drop --pool_file)")
   try:
-    sim_name = sim_endpoint_name(seed)
+    profile = getattr(flag_values, "sim_profile", "fitted")
+    sim_name = sim_endpoint_name(seed, profile)
     pool = load_pool_file(pool_file, sim_base_url="http://127.0.0.1:1/v1") if pool_file else None
     wants_sim = (pool is not None and any(m.backend == "sim" and not m.base_url for m in pool.models.values())) \
         or (pool is None and flag_values.backend == "sim" and not flag_values.base_url)
@@ -176,19 +178,19 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     if wants_sim:
       from hieramas_jax.sim import server  # pylint: disable=import-outside-toplevel
       start = server.start_sim_subprocess if sim_process else server.start_sim_in_thread
-      handle = start(server.SimConfig(seed=seed))
+      handle = start(server.SimConfig(seed=seed, profile=profile))
       base_url = handle.base_url
     elif flag_values.base_url:
       # An external sim's seed is unknown here: name it by its URL so caches never mix.
       sim_name = f"sim:{flag_values.base_url}"
     if pool is not None:
-      pool = load_pool_file(pool_file, sim_base_url=base_url)
+      pool = load_pool_file(pool_file, sim_base_url=base_url, sim_name=sim_name)
       endpoints = pool.endpoints
       endpoint = _pool_identity(pool)
     else:
       endpoint = endpoint_from_flags(flag_values, sim_base_url=base_url, sim_name=sim_name)
       endpoints = (endpoint,)
-    real = [ep for ep in endpoints if not (ep.is_sim and handle is not None)]
+    real = [ep for ep in endpoints if handle is None or ep.base_url != handle.base_url.rstrip("/")]
     for ep in real:  # the embedded sim has just started; anything else may not be there
       await check_reachable(ep.base_url)
     report = None

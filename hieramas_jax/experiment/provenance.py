@@ -113,8 +113,18 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
       "sandbox": sandbox_provenance(),
   }
   if backend == "sim":
-    prov["label"] = SIMULATED_LABEL
+    # "simulated pool (profile X) (hieramas_jax.sim): not real LLM results": every title built from it
+    # names the aggregation profile the run was made on.
+    prov["label"] = SIMULATED_LABEL.replace("simulated pool", sim_title(prov), 1)
   return prov
+
+
+def sim_title(record: Mapping[str, Any]) -> str:
+  """"simulated pool (profile X)" for a result or its provenance: X is the sim's aggregation profile
+  (the run's --sim_profile flag; records made before profiles existed read as "fitted")."""
+  prov = record.get("provenance", record) if isinstance(record, Mapping) else {}
+  flags = (prov or {}).get("flags") or {}
+  return f"simulated pool (profile {flags.get('sim_profile', 'fitted')})"
 
 
 def update_json_key(path: str | os.PathLike, key: str, value: Any) -> None:

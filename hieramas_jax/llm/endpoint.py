@@ -192,6 +192,10 @@ def define_backend_flags(flag_values: Any = None) -> None:
   flags.DEFINE_enum("backend", "sim", list(BACKENDS),
                     "Where LLM calls go: the embedded simulated pool or a real OpenAI-compatible endpoint.",
                     flag_values=fv)
+  flags.DEFINE_enum("sim_profile", "fitted", ["low", "fitted", "high"],
+                    "The simulated pool's aggregation profile (sim.params.PROFILES): the collaboration "
+                    "fit's best point or an end of its confidence region. Ignored off the sim.",
+                    flag_values=fv)
   flags.DEFINE_string("base_url", None,
                       "OpenAI-style base URL (.../v1). Required for custom; for sim, an already-running "
                       "sim server (otherwise the suite starts one); overrides openrouter/openai URLs.",

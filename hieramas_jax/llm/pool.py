@@ -168,12 +168,14 @@ def parse_pool(data: Any, source: str) -> dict[str, PoolModel]:
 
 
 def build_pool(models: Mapping[str, PoolModel], source: str, *, environ: Mapping[str, str] | None = None,
-               sim_base_url: str | None = None) -> Pool:
+               sim_base_url: str | None = None, sim_name: str = "sim") -> Pool:
   """Endpoints for `models`, keys read from `environ` (default `os.environ`); missing keys all listed.
 
   Args:
     sim_base_url: the embedded sim's URL (started by the caller), for `backend = "sim"` models whose
       entry names no base URL.
+    sim_name: that embedded sim's endpoint name (seed, profile and fingerprint: its port changes every
+      run, so its URL cannot be its identity in cache keys).
   """
   environ = os.environ if environ is None else environ
   groups: dict[tuple[str, str, str], list[PoolModel]] = {}
@@ -187,9 +189,11 @@ def build_pool(models: Mapping[str, PoolModel], source: str, *, environ: Mapping
     raise PoolFileError(f"{source}: set the API key variable(s) {', '.join(missing)} in the environment "
                         f"(the file names the variables, never the keys)")
   endpoints = []
+  embedded = {m.name for m in models.values() if m.backend == "sim" and not m.base_url}
   for (backend, url, key_env), members in sorted(groups.items()):
+    is_embedded = all(m.name in embedded for m in members)
     endpoints.append(Endpoint(
-        name=endpoint_name(backend, url), base_url=url,
+        name=sim_name if is_embedded else endpoint_name(backend, url), base_url=url,
         api_key=environ.get(key_env, "").strip() if key_env else "", is_sim=backend == "sim",
         model_ids={m.name: m.model_id for m in members},
         provider_quirks=backend in ("openai", "openrouter", "sim"),
@@ -203,9 +207,10 @@ def build_pool(models: Mapping[str, PoolModel], source: str, *, environ: Mapping
 
 
 def load_pool_file(path: str | os.PathLike, *, environ: Mapping[str, str] | None = None,
-                   sim_base_url: str | None = None) -> Pool:
+                   sim_base_url: str | None = None, sim_name: str = "sim") -> Pool:
   """Read, validate and build a pool file (see the module docstring)."""
   path = pathlib.Path(path)
   if not path.is_file():
     raise PoolFileError(f"{path}: no such pool file")
-  return build_pool(parse_pool(read_pool_data(path), str(path)), str(path), environ=environ, sim_base_url=sim_base_url)
+  return build_pool(parse_pool(read_pool_data(path), str(path)), str(path), environ=environ,
+                    sim_base_url=sim_base_url, sim_name=sim_name)

@@ -20,9 +20,9 @@ from typing import Any, Mapping, Sequence
 
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
+from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.report.table1 import provenance_lines
 
-SIM_TITLE = "simulated pool"
 
 
 def _row(tag: str, title: str, flagfile: str | None):
@@ -114,7 +114,7 @@ def _fmt(v, spec: str) -> str:
 
 def ablation_markdown(record: Mapping[str, Any]) -> str:
   sim = record.get("backend") == "sim"
-  lines = [f"# {record['title']}" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  lines = [f"# {record['title']}" + (f" - {sim_title(record)}" if sim else ""), ""]
   if sim:
     lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.** Built from the HieraMAS results files "
               "of the ablation runs (`experiments/ablations/*.flags`); inference-only rows load the main run's "
@@ -226,7 +226,7 @@ def stage1_recipe_record(results_dir: str | pathlib.Path, prov: Mapping[str, Any
 
 def stage1_recipe_markdown(record: Mapping[str, Any]) -> str:
   sim = record["provenance"].get("backend") == "sim"
-  lines = ["# HieraMAS stage-1 recipe on validation" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  lines = ["# HieraMAS stage-1 recipe on validation" + (f" - {sim_title(record)}" if sim else ""), ""]
   if sim:
     lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.**", ""]
   lines += [f"- **{name}**: {text}" for name, text in record["recipes"].items()]
@@ -288,7 +288,7 @@ def hieramas_cells_record(results_dir: str | pathlib.Path, prov: Mapping[str, An
 
 def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
   sim = record["provenance"].get("backend") == "sim"
-  lines = ["# HieraMAS main cells: what was learned" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  lines = ["# HieraMAS main cells: what was learned" + (f" - {sim_title(record)}" if sim else ""), ""]
   if sim:
     lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.**", ""]
   lines += ["Active roles: mean per test query (of the benchmark's roles). Density: of the chosen G* (mean), and "

@@ -28,10 +28,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.report import paper
 from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
 
-SIM_TITLE = "simulated pool"
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1150px;
@@ -70,8 +70,9 @@ def _is_sim(record: Any) -> bool:
   return prov.get("backend") == "sim" or record.get("backend") == "sim"
 
 
-def _title(text: str, sim: bool) -> str:
-  return f"{text} ({SIM_TITLE})" if sim else text
+def _title(text: str, record: Any) -> str:
+  """`text`, with "(simulated pool (profile X))" when `record` was made on the sim."""
+  return f"{text} ({sim_title(record)})" if _is_sim(record) else text
 
 
 class Page:
@@ -149,7 +150,6 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
     with_outcomes = all("outcomes" in c for c in cells_in)
     if with_outcomes and any("ci95" not in c for c in cells_in):
       cells_in = list(derive(record)["cells"].values())
-    sim = _is_sim(record)
     groups: dict[tuple[str, str, str], list[dict]] = {}
     for c in cells_in:
       c = {"label": c.get("method"), "setting": "main", **c}
@@ -179,7 +179,7 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       ax.legend(fontsize=6, loc="lower right")
     for ax in list(axes.flat)[len(keys):]:
       ax.axis("off")
-    fig.suptitle(_title(f"Cost against accuracy ({name})", sim))
+    fig.suptitle(_title(f"Cost against accuracy ({name})", record))
     fig.tight_layout()
     body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{name}.json: mean cost per test "
                             "query against accuracy with its 95% interval (bootstrap over queries; Wilson where "
@@ -259,7 +259,7 @@ def figure3_section(page: Page, results: pathlib.Path) -> str:
     axes[-1].set_title("pairwise Jaccard (edges)", fontsize=7)
     fig.colorbar(im, ax=axes[-1], fraction=0.046)
     fig.suptitle(_title(f"Figure 3: most chosen topologies, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
-                        _is_sim(r)), fontsize=9)
+                        r), fontsize=9)
     fig.tight_layout()
     dens = r.get("graph_density") or {}
     body.append(page.figure(fig, f"figure3_{b}_{p}", f"The five most chosen graphs G* on the test split (nodes = "
@@ -302,7 +302,7 @@ def figure4_section(page: Page, results: pathlib.Path) -> str:
                 color="white" if mat[i, j] > 0.6 * mat.max() else "black")
     fig.colorbar(im, ax=ax, fraction=0.03)
     ax.set_title(_title(f"Figure 4: LLM preferences, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
-                        _is_sim(r)), fontsize=9)
+                        r), fontsize=9)
     fig.tight_layout()
     body.append(page.figure(fig, f"figure4_{b}_{p}", f"Per position (proposers pooled, synthesizer): {what}."))
   return "".join(body)
@@ -349,7 +349,7 @@ def curves_section(page: Page, results: pathlib.Path) -> str:
                 fontsize=8)
       ax.set_title(title, fontsize=8)
       ax.set_xlabel("step", fontsize=7)
-    fig.suptitle(_title(f"Training curves, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}", _is_sim(r)),
+    fig.suptitle(_title(f"Training curves, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}", r),
                  fontsize=9)
     fig.tight_layout()
     body.append(page.figure(fig, f"curves_{b}_{p}", "Stage 1 per step (batch) and per validation; stage 2 per epoch "
@@ -361,12 +361,12 @@ def calibration_section(page: Page, results: pathlib.Path) -> str:
   record = _load(results / "calibration.json")
   if not record:
     return missing("results/calibration.json is missing: run `make calibrate`.")
-  fit = (record.get("fit") or {}).get("cells") or []
+  # Only the rows the sim was fitted on (LLM-Debate is measured beside them but never fitted).
+  fit = [c for c in (record.get("fit") or {}).get("cells") or [] if c.get("fitted", True)]
   val = ((record.get("validation") or {}).get("full_graph") or {})
   if not fit and not val:
     return missing("results/calibration.json has neither a fit nor a validation section.")
   plt = _plt()
-  sim = _is_sim(record)
   fig, (ax_fit, ax_val) = plt.subplots(1, 2, figsize=(11, 4))
   if fit:
     x = np.array([c["target"] for c in fit])
@@ -397,7 +397,7 @@ def calibration_section(page: Page, results: pathlib.Path) -> str:
     ax_val.legend(fontsize=7)
   else:
     ax_val.text(0.5, 0.5, "no validation section", ha="center", transform=ax_val.transAxes)
-  fig.suptitle(_title("Calibration of the simulator", sim))
+  fig.suptitle(_title("Calibration of the simulator", record))
   fig.tight_layout()
   return page.figure(fig, "calibration", "Left: the paper's Table 1 rows the sim was fitted on, sim against paper. "
                      "Right: Full-Graph, which the sim never saw, against the paper's average. "

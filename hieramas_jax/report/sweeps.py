@@ -12,9 +12,8 @@ import json
 import pathlib
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.experiment.provenance import SIMULATED_LABEL
+from hieramas_jax.experiment.provenance import SIMULATED_LABEL, sim_title
 
-SIM_TITLE = "simulated pool"
 
 
 def sweep_record(spec: Mapping[str, Any], points: Sequence[Mapping[str, Any]], prov: Mapping[str, Any]
@@ -46,7 +45,7 @@ def sweep_record(spec: Mapping[str, Any], points: Sequence[Mapping[str, Any]], p
 def sweep_markdown(record: Mapping[str, Any]) -> str:
   names = sorted(record["grid"])
   sim = record.get("backend") == "sim"
-  lines = [f"# Sweep {record['name']}" + (f" - {SIM_TITLE}" if sim else ""), ""]
+  lines = [f"# Sweep {record['name']}" + (f" - {sim_title(record)}" if sim else ""), ""]
   if sim:
     lines += [f"**{record['label']}.**", ""]
   if record.get("description"):
@@ -95,7 +94,7 @@ def sweep_figure(record: Mapping[str, Any]):
   if others and series:
     ax_acc.legend(fontsize=7)
   sim = record.get("backend") == "sim"
-  fig.suptitle(f"Sweep {record['name']}" + (f" ({SIM_TITLE})" if sim else ""))
+  fig.suptitle(f"Sweep {record['name']}" + (f" ({sim_title(record)})" if sim else ""))
   if not series:
     for ax in (ax_acc, ax_cost):
       ax.text(0.5, 0.5, "no finished point yet", ha="center", va="center", transform=ax.transAxes)

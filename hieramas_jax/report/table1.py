@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
+from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.report import paper
 from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES  # noqa: F401  (re-exported)
 from hieramas_jax.report.stats import bootstrap_ci, mean_sd, paired_difference
@@ -99,7 +100,7 @@ def _header(derived: Mapping[str, Any], title: str) -> list[str]:
   prov = derived["provenance"]
   sim = prov.get("backend") == "sim"
   spec = derived["spec"]
-  lines = [f"# {title}" + (" - simulated pool" if sim else f" - {prov.get('backend')}"), ""]
+  lines = [f"# {title}" + (f" - {sim_title(prov)}" if sim else f" - {prov.get('backend')}"), ""]
   if sim:
     lines += [f"**{prov['label']}.** Figures are what the suite's methods score against the simulated LLM pool; "
               "they say nothing about the real models. The paper's figures (real models, its own test splits) "

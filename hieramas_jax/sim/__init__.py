@@ -5,7 +5,8 @@
   model.py                the behaviour model (competence, correlated draws, context votes, tokens)
   reading.py              how a request is read: item recognition, role, kind, other agents' blocks
   render.py               reply texts in each benchmark's format
-  params.py               every named parameter of the model
+  params.py               every named parameter of the model; the aggregation profiles (low, fitted, high)
+  mechanism.py            the aggregation mechanism vectorised on synthetic populations (for its fit)
   calibration_targets.py  Base-accuracy targets per model and benchmark, with sources
   fit_theta.py, build_math_wrong.py, build_mutants.py   offline builders of hieramas_jax/data/sim/
 

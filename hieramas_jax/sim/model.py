@@ -3,7 +3,7 @@
 A request becomes a reply in five steps, each a pure function of (server seed, model, messages,
 sampling parameters, sample index):
 
-1. read the request (`reading.read_request`): item and its lettering, cue to reason, role,
+1. read the request (`reading.read_request`): item and its lettering, whether it asks to reason, role,
    candidate answers found anywhere in the prompt;
 2. own competence: logit = theta[model, benchmark] - b[item] + fit[role, domain]
    + cot[domain] * reasons - temperature_penalty(T)  (item response theory, 1PL);
@@ -12,7 +12,8 @@ sampling parameters, sample index):
    drawn the same correlated way, so low-temperature samples repeat themselves;
 4. context: with candidate answers in the prompt, the final answer is a Luce choice among the
    distinct answers present, the own attempt included: support pulls, a correct answer is
-   recognised with a strength that grows with competence (`params.recognition`);
+   recognised with a strength that grows with competence (`params.Aggregation`, the served
+   profile's fitted values);
 5. render the text in the benchmark's format (`render`), count tokens, add hidden reasoning.
 
 Unknown questions get an answer in the format the prompt asks for, from a fallback competence
@@ -138,8 +139,10 @@ class Reply:
 class BehaviourModel:
   """Loads everything once; `reply(...)` is then pure and does no I/O."""
 
-  def __init__(self, seed: int = 0):
+  def __init__(self, seed: int = 0, profile: str = P.DEFAULT_PROFILE):
     self.seed = int(seed)
+    self.profile = profile
+    self.aggregation = P.aggregation(profile)
     self.index = reading.ItemIndex()
     fitted = _load_fitted()
     self.theta, self.cot_gap, self.slip = fitted["theta"], fitted["cot_gap"], fitted["slip"]
@@ -271,10 +274,9 @@ class BehaviourModel:
   def _correct_keys(self, item: Item) -> frozenset:
     return frozenset(reading.code_key(c) for c in self.correct_programs(item))
 
-  @staticmethod
-  def choose(own: Answer, candidates: Sequence[Answer], own_logit: float,
+  def choose(self, own: Answer, candidates: Sequence[Answer], own_logit: float,
              context_tokens: float, u: float) -> Answer:
-    """Luce choice among the distinct answers present (params.luce_weight); returns the winner.
+    """Luce choice among the distinct answers present (the profile's `Aggregation.luce_weight`).
 
     Ties in weight keep the order of first appearance, the own attempt first.
     """
@@ -282,9 +284,10 @@ class BehaviourModel:
     first: dict[object, Answer] = {own.key: own}
     for a in candidates:
       first.setdefault(a.key, a)
-    kappa = P.recognition(own_logit, context_tokens)
+    agg = self.aggregation
+    kappa = agg.recognition(own_logit, context_tokens)
     p_self = 1.0 / (1.0 + math.exp(-own_logit))
-    weights = [P.luce_weight(counts.get(key, 0), key == own.key, ans.correct, kappa, p_self)
+    weights = [agg.luce_weight(counts.get(key, 0), key == own.key, ans.correct, kappa, p_self)
                for key, ans in first.items()]
     return list(first.values())[_invert(weights, u)]
 

@@ -92,37 +92,74 @@ CORRECT_CODE_PRIOR = (1.0, 0.6, 0.4, 0.3)
 # A model that sees candidate answers in its prompt (other agents', its own earlier turn) forms its
 # own attempt as usual, then picks its final answer among the distinct answers present (its own
 # included) with Luce weights
-#     w(a) = (count(a) + self_weight(p_self) * [a is its own attempt]) ** SUPPORT_POWER * exp(kappa * [a is correct])
-#     self_weight(p_self) = SELF_WEIGHT + SELF_CONFIDENCE * p_self
-#     kappa = RECOGNITION_MAX * sigmoid(own logit + RECOGNITION_GAP) / (1 + context_tokens / DILUTION_TOKENS)
-# Support pulls with diminishing returns (shares, not counts, decide); recognising a correct answer
-# is easier than generating it (RECOGNITION_GAP > 0) and grows with the reader's competence on the
-# item; a reader that is usually right weighs its own attempt more. So a strong reader keeps a right
-# answer against a wrong majority more often than a weak one; long contexts dilute the recognition.
-SELF_WEIGHT = 1.0                # [assumed: the own attempt counts like one more vote...]
-SELF_CONFIDENCE = 2.0            # [...plus this many votes times the reader's own P(right): a reader that is
-                                 #  usually right holds to its attempt (assumed)]
-SUPPORT_POWER = 1.0              # [assumed: an answer is picked in proportion to its support]
-RECOGNITION_MAX = 0.25           # [fitted: python experiments/fit_sim.py, LLM-Debate rows]
-RECOGNITION_GAP = 1.0            # [assumed: recognising is ~1 logit easier than generating]
-DILUTION_TOKENS = 6000.0         # [assumed]
+#     w(a) = (count(a) + self_weight(p_self) * [a is its own attempt]) ** support_power
+#            * exp(kappa * [a is correct])
+#     self_weight(p_self) = self_weight + self_confidence * p_self
+#     kappa = recognition_max * sigmoid(own logit + recognition_gap) / (1 + context_tokens / dilution_tokens)
+# Support pulls (support_power > 1: a majority pulls more than its share); recognising a correct
+# answer grows with the reader's competence on the item; a reader that is usually right weighs its
+# own attempt more; long contexts dilute the recognition. Every number is fitted on families 1-3 of
+# the published evidence (MoA, Self-MoA, voting) by `experiments/fit_sim.py`
+# (`experiment/sim_fit.py`, mechanism-level, relative effects matched by solo accuracy), except
+# dilution_tokens (no published row varies context length at fixed candidates: assumed).
 
 
-def recognition(own_logit: float, context_tokens: float) -> float:
-  """kappa: the log-weight bonus of a correct candidate for a reader with this own logit."""
-  return (RECOGNITION_MAX / (1.0 + math.exp(-(own_logit + RECOGNITION_GAP)))
-          / (1.0 + context_tokens / DILUTION_TOKENS))
+@dataclasses.dataclass(frozen=True)
+class Aggregation:
+  """The parameters of what a reader does with the candidate answers in its prompt.
+
+  A named profile (`PROFILES`) is one point of the fit's confidence region; a sim serves one
+  profile, chosen by `--sim_profile`, and nothing else differs between profiles.
+  """
+
+  self_weight: float
+  self_confidence: float
+  support_power: float
+  recognition_max: float
+  recognition_gap: float
+  dilution_tokens: float = 6000.0
+
+  def recognition(self, own_logit: float, context_tokens: float) -> float:
+    """kappa: the log-weight bonus of a correct candidate for a reader with this own logit."""
+    return (self.recognition_max / (1.0 + math.exp(-(own_logit + self.recognition_gap)))
+            / (1.0 + context_tokens / self.dilution_tokens))
+
+  def own_votes(self, p_self: float) -> float:
+    """Votes the reader's own attempt counts for: more for a reader that is usually right."""
+    return self.self_weight + self.self_confidence * p_self
+
+  def luce_weight(self, count: float, own: bool, correct: bool, kappa: float, p_self: float = 0.0) -> float:
+    """Unnormalised Luce weight of one distinct candidate answer."""
+    return ((count + (self.own_votes(p_self) if own else 0.0)) ** self.support_power
+            * (math.exp(kappa) if correct else 1.0))
 
 
-def self_weight(p_self: float) -> float:
-  """Votes the reader's own attempt counts for: more for a reader that is usually right."""
-  return SELF_WEIGHT + SELF_CONFIDENCE * p_self
+# Fields of `Aggregation` the fit chooses (dilution_tokens is assumed).
+FITTED_AGGREGATION = ("self_weight", "self_confidence", "support_power", "recognition_max", "recognition_gap")
+
+# [fitted: python experiments/fit_sim.py -> hieramas_jax/data/sim/collaboration_fit.json `profiles`;
+#  a test checks these literals agree with that file]
+PROFILES: Mapping[str, Aggregation] = {
+    "low": Aggregation(self_weight=0.1, self_confidence=1.0, support_power=2.0,
+                       recognition_max=0.5, recognition_gap=0.0),
+    "fitted": Aggregation(self_weight=0.1, self_confidence=2.0, support_power=4.0,
+                          recognition_max=0.5, recognition_gap=-1.0),
+    "high": Aggregation(self_weight=0.5, self_confidence=1.0, support_power=4.0,
+                        recognition_max=1.0, recognition_gap=1.0),
+}
+DEFAULT_PROFILE = "fitted"
 
 
-def luce_weight(count: float, own: bool, correct: bool, kappa: float, p_self: float = 0.0) -> float:
-  """Unnormalised Luce weight of one distinct candidate answer."""
-  return ((count + (self_weight(p_self) if own else 0.0)) ** SUPPORT_POWER
-          * (math.exp(kappa) if correct else 1.0))
+class UnknownProfileError(ValueError):
+  """A --sim_profile that is not one of PROFILES."""
+
+
+def aggregation(profile: str = DEFAULT_PROFILE) -> Aggregation:
+  """The named profile's aggregation parameters (raises UnknownProfileError)."""
+  try:
+    return PROFILES[profile]
+  except KeyError:
+    raise UnknownProfileError(f"unknown sim profile {profile!r}; known: {', '.join(PROFILES)}") from None
 
 
 # ---- text, tokens, latency ----------------------------------------------------------------------
@@ -133,13 +170,13 @@ CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
-# Prompt kinds a reply's length depends on: "answer" (no cue to reason), "reasoning" (a cue),
-# "aggregation" (a cue and candidates to weigh).
+# Prompt kinds a reply's length depends on: "answer" (nothing asks to reason), "reasoning" (asked to
+# reason, no candidates), "aggregation" (candidates to weigh: an evaluation, whatever the wording).
 KINDS = ("answer", "reasoning", "aggregation")
 
 # Visible prose tokens before the answer statement, by domain and kind, for a model of verbosity 1
-# (code replies add the program itself). [estimated: typical lengths of chat replies; the scale is
-# checked against the paper's reported costs in results/calibration.json `cost_check`]
+# (code replies add the program itself). [estimated: typical lengths of chat replies; the paper's costs of
+# structures under study (`cost_check` in results/calibration.json) are shown, never used to set them]
 VISIBLE_TOKENS = {
     "knowledge": {"answer": 30, "reasoning": 130, "aggregation": 150},
     "math": {"answer": 110, "reasoning": 330, "aggregation": 360},

@@ -1,10 +1,11 @@
-"""How the simulated pool reads a request: which item, which lettering, which cue, which candidates.
+"""How the simulated pool reads a request: which item, which lettering, whether to reason, which candidates.
 
 Everything here works on the text of the messages only (principle 1 of SIMULATOR.md), and on no
 wording of the suite's own: the question is found wherever it sits, other agents' answers are
-read wherever they sit and under whatever header (or none), and the cue to reason is read from
-any of several ordinary phrasings. When something is absent the reading degrades to "unknown
-item", "no candidates" or "no cue", never to an error.
+read wherever they sit and under whatever header (or none), and whether the model reasons follows
+what the request asks for (candidates to weigh, or an ordinary request to reason), not its
+wording. When something is absent the reading degrades to "unknown item", "no candidates" or
+"no request to reason", never to an error.
 
 - **Item**: the whole normalised question (lower case, whitespace collapsed) must occur in the
   prompt. A question edited beyond that (a number changed, a word swapped) is not the item. For
@@ -13,9 +14,9 @@ item", "no candidates" or "no cue", never to an error.
 - **Candidates**: every answer statement outside the question itself, in user and assistant
   turns: MMLU "the answer is (X)" and its common variants, MATH the last ``\\boxed{}`` of each
   statement, HumanEval+ each fenced code block that is more than the question's own prompt.
-- **Reasoning cue**: phrases asking to reason or to evaluate (`REASONING_CUES`), read from the
-  system and user text with the question's own text removed (a MATH problem that says "Evaluate
-  ..." asks nothing of the model).
+- **Reasoning**: candidates in the prompt ask for an evaluation whatever the wording; without
+  them, a generic request to reason (`ASKS_TO_REASON`), read from the system and user text with the
+  question's own text removed (a MATH problem that says "Explain ..." asks nothing of the model).
 """
 
 from __future__ import annotations
@@ -165,16 +166,22 @@ def _preference(rec: Recognised) -> int:
 
 # ---- cues --------------------------------------------------------------------------------------
 
-# Ordinary ways of asking a model to reason, or to evaluate what it is shown. Phrases, not single
-# words, so that ordinary content rarely trips them; the sim's own reply texts contain none (test).
-REASONING_CUES = re.compile("|".join((
+# Whether a model reasons before answering. A reasoning model always does (params.BEHAVIOUR: its
+# hidden reasoning is billed whatever the prompt). Otherwise the request decides, by what it asks
+# for, not by how it words it:
+#   - candidate answers in the prompt (other agents', its own earlier turn) ask for an evaluation
+#     or a decision among them, whatever the header or instruction says (or none): it reasons;
+#   - with no candidates, it reasons when the request asks for reasoning in one of the ordinary
+#     chain-of-thought phrasings below (Kojima et al. 2022 "Let's think step by step" and its
+#     common variants). They are generic requests to reason, none of them this suite's aggregation,
+#     synthesis or decision wording; evaluation verbs ("evaluate", "synthesize", "weigh", "decide")
+#     are deliberately absent, since what decides an evaluation is the candidates, not the verb.
+# The sim's own reply texts contain none of the phrases (test).
+ASKS_TO_REASON = re.compile("|".join((
     r"step[- ]by[- ]step", r"let'?s think", r"\bthink (?:carefully|through|about|hard|it through)",
     r"\breason(?:ing)? (?:carefully|through|about|step)", r"show (?:your |all )?(?:work|reasoning|steps)",
     r"explain (?:your |the )?(?:reasoning|answer|steps|solution)", r"chain[- ]of[- ]thought",
-    r"\bwork (?:it )?out\b", r"\bjustify", r"critically", r"\bevaluat(?:e|ing) (?:the|these|each|their|its|all)",
-    r"synthesi[sz]e", r"\bcritique", r"\bverify\b", r"\bexamine\b", r"\bweigh\b", r"double[- ]check",
-    r"\breview (?:the|these|each|their)", r"\bdecide\b", r"resolve (?:their|the) disagreements?",
-    r"updated (?:answer|response|solution)", r"identify (?:any )?(?:errors|mistakes)",
+    r"\bwork (?:it )?out\b", r"\bjustify",
 )), re.I)
 
 _ROLE = re.compile(r"\bYou are an? ([A-Z][A-Za-z\-]*(?: [A-Z][A-Za-z\-]*){0,4})\s*[.,:]")
@@ -238,6 +245,17 @@ def boxed_contents(text: str) -> list[str]:
     start = j + 1
 
 
+# What a format instruction puts in a box to show the form ("put it in the form \\boxed{answer}"):
+# a placeholder, not anyone's answer.
+_PLACEHOLDER = re.compile(r"^\\?(?:\\text\{)?\s*(?:your |the )?(?:final )?(?:answer|solution|result|\.\.\.|…)\s*\}?$",
+                          re.I)
+
+
+def is_placeholder(boxed: str) -> bool:
+  """Whether a boxed content is a format template's placeholder ("answer", "your final answer", "...")."""
+  return bool(_PLACEHOLDER.match(boxed.strip().strip("{}<>")))
+
+
 def last_boxed(text: str) -> str | None:
   """Content of the last non-empty \\boxed{...}, or None."""
   found = boxed_contents(text)
@@ -296,7 +314,7 @@ class RequestView:
     answer_format: for an unknown question, the format the prompt asks for: "mcq" (lettered
       options), "math" (a boxed or final answer), "code" (a Python function), or "generic".
     role: "Math Solver" from "You are a Math Solver."; None for "a helpful assistant" or none.
-    reasons: the caller asks it to reason or to evaluate (REASONING_CUES).
+    reasons: the request asks for reasoning (ASKS_TO_REASON) or for a decision among candidates.
     candidates: answers stated outside the question (letters in this prompt's lettering, MATH
       boxed contents, code blocks), in order of appearance.
     context_chars: characters of the prompt outside the question (what dilutes attention).
@@ -342,7 +360,7 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
   if recognised is None:
     def_match = _DEF.search(user)
     return RequestView(recognised=None, answer_format=_unknown_format(user), role=role,
-                       reasons=bool(REASONING_CUES.search(system + "\n" + user)), candidates=(),
+                       reasons=bool(ASKS_TO_REASON.search(system + "\n" + user)), candidates=(),
                        context_chars=0, query_text=user, code_entry=def_match.group(1) if def_match else None)
   item = recognised.item
   if item.benchmark == "humaneval_plus":
@@ -352,11 +370,13 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
     candidates = tuple(b for b in code_blocks(dialogue) if code_key(b) != prompt_key)
   else:
     stripped = without_question(dialogue, item)
-    candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux" else boxed_contents(stripped))
+    candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
+                       else (c for c in boxed_contents(stripped) if not is_placeholder(c)))
   context_chars = len(without_question(dialogue, item).strip()) if candidates else 0
   instruction = without_question(system + "\n" + user, item)
   return RequestView(recognised=recognised, answer_format=FORMAT_OF[item.benchmark], role=role,
-                     reasons=bool(REASONING_CUES.search(instruction)), candidates=candidates,
+                     reasons=bool(candidates) or bool(ASKS_TO_REASON.search(instruction)),
+                     candidates=candidates,
                      context_chars=context_chars, query_text=user)
 
 
@@ -392,4 +412,4 @@ def default_index() -> ItemIndex:
   return ItemIndex()
 
 
-__all__ = ["ItemIndex", "Recognised", "RequestView", "read_request", "REASONING_CUES", "LETTERS"]
+__all__ = ["ItemIndex", "Recognised", "RequestView", "read_request", "ASKS_TO_REASON", "LETTERS"]

@@ -64,6 +64,8 @@ class SimConfig:
     retry_after_s: the Retry-After a 429 carries (also sent as retry-after-ms).
     strict_quirks: reject what the real APIs reject (a non-default temperature or `max_tokens`
       for GPT-5 models), so code that works on the sim works on the real endpoints.
+    profile: the aggregation profile served (`params.PROFILES`: low, fitted, high), one point of
+      the collaboration fit's confidence region; nothing else differs between profiles.
   """
 
   seed: int = 0
@@ -77,10 +79,13 @@ class SimConfig:
   fault_rate_malformed: float = 0.0
   retry_after_s: float = 0.05
   strict_quirks: bool = True
+  profile: str = P.DEFAULT_PROFILE
 
   def __post_init__(self):
     if type(self.seed) is not int:
       raise SimConfigError(f"seed must be an int, got {self.seed!r}")
+    if self.profile not in P.PROFILES:
+      raise SimConfigError(f"profile must be one of {', '.join(P.PROFILES)}, got {self.profile!r}")
     for name in ("fault_rate_429", "fault_rate_5xx", "fault_rate_stall", "fault_rate_drop",
                  "fault_rate_malformed"):
       v = getattr(self, name)
@@ -127,9 +132,9 @@ def error_response(status: int, message: str, *, param: str | None = None, code:
 
 
 @functools.lru_cache(maxsize=4)
-def _behaviour(seed: int) -> BehaviourModel:
-  """One behaviour model per seed per process (loading takes ~2 s; servers in tests share it)."""
-  return BehaviourModel(seed)
+def _behaviour(seed: int, profile: str = P.DEFAULT_PROFILE) -> BehaviourModel:
+  """One behaviour model per (seed, profile) per process (loading takes ~2 s; tests share it)."""
+  return BehaviourModel(seed, profile)
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -247,7 +252,7 @@ def completion(config: SimConfig, behaviour: BehaviourModel, req: dict, raw: byt
       "object": "chat.completion",
       "created": int(time.time()),
       "model": model,
-      "system_fingerprint": f"fp_hieramas_sim_{config.seed}",
+      "system_fingerprint": f"fp_hieramas_sim_{config.seed}_{config.profile}",
       "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                    "logprobs": None, "finish_reason": finish}],
       "usage": usage,
@@ -261,7 +266,7 @@ def completion(config: SimConfig, behaviour: BehaviourModel, req: dict, raw: byt
 
 def make_app(config: SimConfig = SimConfig()) -> web.Application:
   """The aiohttp application; loads the behaviour model now (errors surface in the caller)."""
-  behaviour = _behaviour(config.seed)
+  behaviour = _behaviour(config.seed, config.profile)
   attempts: dict[bytes, int] = {}
   faults_on = config.total_fault_rate > 0
   bounds = []
@@ -461,6 +466,8 @@ def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, SimConfig]:
       parser.add_argument("--strict_quirks", type=int, choices=(0, 1), default=1)
     elif f.name == "seed":
       parser.add_argument("--seed", type=int, default=default)
+    elif f.name == "profile":
+      parser.add_argument("--profile", default=default, choices=tuple(P.PROFILES))
     else:
       parser.add_argument(f"--{f.name}", type=float, default=default)
   args = parser.parse_args(argv)
@@ -480,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
   async def run() -> None:
     runner, port = await _start_site(app, args.host, args.port)
     print(f"{READY_PREFIX}http://{args.host}:{port}/v1", flush=True)
-    print(f"simulated pool (seed {config.seed}) serving {len(MODELS)} models on "
+    print(f"simulated pool (seed {config.seed}, profile {config.profile}) serving {len(MODELS)} models on "
           f"http://{args.host}:{port}/v1", file=sys.stderr, flush=True)
     try:
       await asyncio.Event().wait()
