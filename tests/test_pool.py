@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 
 import pytest
@@ -176,3 +177,66 @@ def test_shipped_pool_files_parse():
     env = {"OPENROUTER_API_KEY": SECRET, "OPENAI_API_KEY": SECRET}
     pool = load_pool_file(path, environ=env, sim_base_url="http://127.0.0.1:1/v1")
     assert pool.models and pool.endpoints
+
+
+def _entry_point(tmp_path, *args, cache="cache"):
+  import os
+  import subprocess
+  import sys
+  env = dict(os.environ, PYTHONPATH=str(REPO), HIERAMAS_CACHE_DIR=str(tmp_path / cache), WANDB_MODE="offline")
+  return subprocess.run([sys.executable, "experiments/reproduce_table1.py", "--nowandb", "--noprogress",
+                         "--nosim_process", f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}", *args],
+                        cwd=REPO, capture_output=True, text=True, timeout=1200, env=env)
+
+
+def _rows_by_endpoint(cache_dir):
+  import sqlite3
+  db = sqlite3.connect(cache_dir / "responses" / "responses.sqlite3")
+  try:
+    return dict(db.execute("SELECT endpoint, COUNT(*) FROM responses GROUP BY endpoint").fetchall())
+  finally:
+    db.close()
+
+
+def test_a_mixed_pool_runs_in_one_command(tmp_path):
+  # The backbone of the Qwen setting on a second server (another sim process standing in for a local
+  # vLLM, reached as a custom endpoint), everything else on the embedded sim: one command, both used.
+  from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
+  from hieramas_jax.llm.registry import MODELS
+  with start_sim_in_thread(SimConfig(seed=0)) as other:
+    text = "".join(
+        _entry(name, "custom", other.base_url, name, price=(MODELS[name].price_in, MODELS[name].price_out))
+        if name == "qwen3-80b" else
+        _entry(name, "sim", "", name, price=(MODELS[name].price_in, MODELS[name].price_out))
+        for name in MODELS).replace('base_url = ""\n', "")
+    (tmp_path / "mixed.toml").write_text(text)
+    result = _entry_point(tmp_path, f"--pool_file={tmp_path / 'mixed.toml'}", "--methods=base",
+                          "--benchmarks=mmlu_redux", "--pools=gpt-5-mini,qwen3-80b", "--limit=3")
+  assert result.returncode == 0, result.stderr[-3000:]
+  table = json.loads((tmp_path / "out" / "table1_limit3.json").read_text())
+  assert {c["pool"] for c in table["cells"].values()} == {"gpt-5-mini", "qwen3-80b"}
+  assert table["endpoint"].startswith("pool:mixed:")
+  rows = _rows_by_endpoint(tmp_path / "cache")
+  assert rows.get(f"custom:{other.base_url}") == 3  # the Qwen backbone's 3 calls went to the other server
+  assert sum(n for name, n in rows.items() if name.startswith("sim:seed0:")) == 3  # gpt-5-mini on the embedded sim
+
+
+def test_the_spend_cap_stops_a_run_cleanly_and_a_rerun_resumes_without_paying_twice(tmp_path):
+  args = ["--methods=base,cot", "--benchmarks=mmlu_redux", "--pools=gpt-5-mini", "--limit=8", "--max_concurrency=1",
+          "--max_queries=1"]
+  # A gpt-5-mini call's worst case is ~$0.0042 (2,048 completion tokens at $2/1M): a $0.0055 cap lets a
+  # few ~$0.0005 calls through, then refuses the one whose worst case could cross it.
+  stopped = _entry_point(tmp_path, *args, "--max_usd=0.0055")
+  assert stopped.returncode == 2, stopped.stderr[-3000:]
+  assert "spending cap reached" in stopped.stderr and "--max_usd=$0.0055" in stopped.stderr
+  spent = float(stopped.stderr.split("this run spent $")[1].split(" ")[0])
+  assert 0 < spent <= 0.0055
+  paid_first = sum(_rows_by_endpoint(tmp_path / "cache").values())
+  assert 0 < paid_first < 16
+  resumed = _entry_point(tmp_path, *args, "--max_usd=1")
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  table = json.loads((tmp_path / "out" / "table1_limit8.json").read_text())
+  calls = sum(c["n_calls"] for c in table["cells"].values())
+  assert calls == 16
+  # Every call answered before the stop is replayed, not paid again: the store holds each call once.
+  assert sum(_rows_by_endpoint(tmp_path / "cache").values()) == 16
