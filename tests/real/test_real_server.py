@@ -90,7 +90,7 @@ def _tiny_options(methods) -> list[str]:
 def _run_table(pool_file, out_dir, run_root, *extra) -> subprocess.CompletedProcess:
   cmd = [sys.executable, "experiments/reproduce_table1.py", f"--pool_file={pool_file}", "--benchmarks=math",
          "--pools=gpt-5-mini", "--limit=2", "--train_limit=4", "--val_limit=2", "--max_tokens=48",
-         "--max_queries=4", "--max_concurrency=2", "--request_timeout_s=600", "--nosim_process", "--nowandb",
+         "--max_queries=8", "--max_concurrency=8", "--request_timeout_s=600", "--nosim_process", "--nowandb",
          "--noprogress", f"--out_dir={out_dir}", f"--run_root={run_root}", *extra]
   methods = next((e.split("=", 1)[1].split(",") for e in extra if e.startswith("--methods=")), _table1_methods())
   cmd += _tiny_options(methods)
