@@ -132,7 +132,7 @@ class HieraMASConfig:
     activation_credit: what credits a synthesizer's on/off (the role's activation): "role" (the
       reference: the role's mixed reward credits the whole choice) or "system" (the system-level
       reward; the model choice given "on" keeps the role's mixed reward). See learn/stage1.py.
-    reward_k: cost scale k of the reward shape (reference 300, cost in USD).
+    reward_k: cost scale k of the reward shape (reference 300, cost in USD; 0 ignores cost).
     inference: "rotation" (reference: proposers are the top-N LLMs of one proposer position, chosen at
       random per query and seeded, skip excluded; the synthesizer is the argmax with skip masked; roles
       are dropped only where skip is the argmax, at most max_dropped_roles) or "greedy" (argmax per
@@ -245,8 +245,8 @@ class HieraMASConfig:
         raise HieraMASConfigError(f"need 0 <= {lo} <= {hi} <= 1, got {a}, {b}")
     if not 0.0 <= self.alpha <= 1.0:
       raise HieraMASConfigError(f"alpha must be in [0, 1], got {self.alpha}")
-    if self.reward_k <= 0:
-      raise HieraMASConfigError(f"reward_k must be > 0, got {self.reward_k}")
+    if self.reward_k < 0:
+      raise HieraMASConfigError(f"reward_k must be >= 0 (0: cost ignored), got {self.reward_k}")
     if not 0.0 < self.stage2_val_fraction < 1.0:
       raise HieraMASConfigError(f"stage2_val_fraction must be in (0, 1), got {self.stage2_val_fraction}")
     if not 0.0 <= self.gcn_dropout < 1.0:
