@@ -42,9 +42,9 @@ def dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-  """The non-dominated points, by increasing cost."""
-  front = [p for p in points if not any(dominates(q, p) for q in points)]
-  return sorted(front, key=lambda p: (p["mean_cost_usd"], -p["accuracy"]))
+  """The non-dominated points, by increasing cost (`html.pareto_front`, the report's own rule)."""
+  from hieramas_jax.report.html import pareto_front as front  # pylint: disable=import-outside-toplevel
+  return [points[i] for i in front([(p["mean_cost_usd"], p["accuracy"]) for p in points])]
 
 
 def frontier_position(hieramas: Sequence[Mapping[str, Any]], baselines: Sequence[Mapping[str, Any]]) -> str | None:
