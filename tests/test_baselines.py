@@ -216,14 +216,22 @@ def test_full_graph_and_random_graph_use_every_role_with_the_strong_model():
   client = FakeClient()
   ctx = RunContext(client, get_pool("qwen3-80b"), seed=3)
   full = asyncio.run(make_method("full_graph").solve(ctx, MMLU))
-  assert len(full.calls) == 8 * 3 + 1 and {c.model for c in full.calls} == {"qwen3-80b"}  # 8 supernodes of 2 + 1
+  # The reference's baselines: one agent per role (no proposers), the backbone everywhere, then the decision.
+  assert len(full.calls) == 8 + 1 and {c.model for c in full.calls} == {"qwen3-80b"}
+  assert {c.position for c in full.calls} == {"solo", "decision"}
   assert len(full.extra["config"]["edges"]) == 8 * 7 // 2
   random_graph = make_method("random_graph")
   a = random_graph.graph_for(3, MMLU, 8)
   assert np.array_equal(a, random_graph.graph_for(3, MMLU, 8))
   assert not np.array_equal(a, random_graph.graph_for(4, MMLU, 8))
+  other = next(it for it in load_items("mmlu_redux") if it.id != MMLU.id)
+  assert np.array_equal(a, random_graph.graph_for(3, other, 8))  # one graph for the whole test split
+  per_query = make_method("random_graph", per_query=True)
+  assert not np.array_equal(per_query.graph_for(3, MMLU, 8), per_query.graph_for(3, other, 8))
   trace = asyncio.run(random_graph.solve(ctx, MMLU))
-  assert len(trace.calls) == 8 * 3 + 1 and 0.25 <= trace.extra["graph_density"] <= 0.75
+  assert len(trace.calls) == 8 + 1 and 0.25 <= trace.extra["graph_density"] <= 0.75
+  supernodes = asyncio.run(make_method("full_graph", num_proposers=2).solve(ctx, MMLU))
+  assert len(supernodes.calls) == 8 * 3 + 1  # the earlier variant: 8 supernodes of 2 proposers + synthesizer
 
 
 def test_the_encoder_lock_serves_waiters_in_arrival_order():
