@@ -50,9 +50,36 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0)
   z = z @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
   s = z @ z.T
-  expected = 1 / (1 + np.exp(-(s - s.min()) / (s.max() - s.min())))
+  unit = (s - s.min()) / (s.max() - s.min())
+  expected = 1 / (1 + np.exp(-(2 * unit - 1)))  # the reference's min-max to [-1, 1]
   np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-6)
-  assert probs.min() >= 0.5 - 1e-6 and probs.max() <= 1 / (1 + math.exp(-1)) + 1e-6  # the reference's [0.5, 0.73]
+  top = 1 / (1 + math.exp(-1))
+  assert probs.min() == pytest.approx(1 - top, rel=1e-5) and probs.max() == pytest.approx(top, rel=1e-5)  # [0.27, 0.73]
+  unit_net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2, edge_range="unit")
+  np.testing.assert_allclose(gd.edge_probs(params, gd.query_graphs(role, query), net=unit_net)[0],
+                             1 / (1 + np.exp(-unit)), rtol=1e-5, atol=1e-6)
+  # Training mode drops GCN features (reference dropout 0.5): other probabilities, the same for the same key.
+  key = jax.random.key(7)
+  train = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+  assert not np.allclose(train[0], probs)
+  np.testing.assert_array_equal(train, gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+
+
+def test_gdesigner_trains_only_the_gcn_as_the_reference_optimizer_does():
+  rng = np.random.default_rng(0)
+  role, query = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(2, 4)).astype(np.float32)
+  net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2)
+  graph = gd.query_graphs(role, query)
+  params = gd.init_params(jax.random.key(1), net, role, 4)
+  considered = jnp.ones((2, 1, 3, 3), bool)
+  chosen = jnp.asarray(rng.random((2, 1, 3, 3)) < 0.5)
+  for train_params, moved in (("gcn", {"gcn1", "gcn2"}), ("all", {"gcn1", "gcn2", "mlp_hidden", "mlp_out"})):
+    state = {"params": params, "opt_state": gd.make_optimizer(0.1, train_params).init(params), "step": jnp.int32(0)}
+    new, _ = gd.train_step(state, graph, considered, chosen, jnp.array([1.0, 1.0]), jax.random.key(2), net=net,
+                           lr=0.1, train_params=train_params)
+    changed = {k for k in params if not all(np.array_equal(a, b) for a, b in zip(
+        jax.tree_util.tree_leaves(params[k]), jax.tree_util.tree_leaves(new["params"][k])))}
+    assert changed == moved, train_params
 
 
 def test_gdesigner_sampling_skips_cycle_closing_pairs_and_the_loss_is_reinforce():
