@@ -283,3 +283,17 @@ def test_the_encoder_lock_serves_waiters_in_arrival_order():
   for t in threads:
     t.join()
   assert order == ["first", "second", "holder again"]
+
+
+def test_masrouter_samples_its_agents_at_the_public_codes_temperature():
+  client = FakeClient()
+  ctx = RunContext(client, get_pool("gpt-5-mini"), seed=0)
+  router = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0)
+  router.params = router._fresh_state()["params"]  # pylint: disable=protected-access
+  trace = asyncio.run(router.solve(ctx, MMLU))
+  assert trace.calls and {c["temperature"] for c in client.calls} == {1.0}
+  client = FakeClient()
+  cooler = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0, temperature=0.2)
+  cooler.params = router.params
+  asyncio.run(cooler.solve(RunContext(client, get_pool("gpt-5-mini"), seed=0), MMLU))
+  assert {c["temperature"] for c in client.calls} == {0.2}
