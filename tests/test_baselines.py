@@ -16,7 +16,7 @@ from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.methods import RunContext, make_method
 from hieramas_jax.methods.aflow import search as aflow_search
-from hieramas_jax.methods.aflow.workflow import Workflow, edits
+from hieramas_jax.methods.aflow.workflow import INSTRUCTIONS, Workflow, edits
 from hieramas_jax.methods.gdesigner import model as gd
 from hieramas_jax.methods.masrouter import model as mr
 from mas_fakes import FakeClient
@@ -194,6 +194,12 @@ def test_aflow_operators_only_where_the_benchmark_supports_them():
   labels = {label for label, _ in edits(Workflow(), "math")}
   assert "+ Programmer" in labels and "+ Test" not in labels
   assert "+ Test" in {label for label, _ in edits(Workflow(), "humaneval_plus")}
+  # AFlow's run script offers no Review/Revise on these benchmarks; the option brings them back.
+  for b in ("math", "humaneval_plus", "mmlu_redux"):
+    assert not any("Review" in label for label, _ in edits(Workflow(), b))
+    assert "+ Review/Revise" in {label for label, _ in edits(Workflow(), b, review_revise=True)}
+  # The initial workflow is one Custom call with an empty instruction: the prompt is the question alone.
+  assert Workflow().instruction == "empty" and INSTRUCTIONS["empty"] == ""
   with pytest.raises(ValueError, match="Programmer operator is for MATH"):
     Workflow(programmer=True).check("mmlu_redux")
 
