@@ -5,8 +5,8 @@
 
 Runs (or resumes, or just reads) the cells `static_search` (whose fit is the successive-halving search
 on train + val), `random_config`, `hieramas` and the single-call `base` and `cot` through
-`experiment.runner`, in Table 1's run root by default, so the HieraMAS cells trained for Table 1 are the ones compared. Writes <out_dir>/regret.json
-and regret.md (`report/regret.py`).
+`experiment.runner`, in Table 1's run root by default, so the HieraMAS cells trained for Table 1 are the
+ones compared. Writes <out_dir>/regret.json and regret.md (`report/regret.py`).
 """
 
 from __future__ import annotations

@@ -93,7 +93,8 @@ def test_consensus_only_when_every_answer_agrees():
 def _inputs(batch=4, roles=2, positions=3, models=3, dim=8, seed=0):
   rng = np.random.default_rng(seed)
   return policy.PolicyInputs(jnp.asarray(rng.normal(size=(batch, roles, dim)), jnp.float32),
-                             jnp.asarray(rng.normal(size=(models, dim)), jnp.float32), jnp.ones((roles, positions), bool))
+                             jnp.asarray(rng.normal(size=(models, dim)), jnp.float32),
+                             jnp.ones((roles, positions), bool))
 
 
 NET = policy.LLMSelectionPolicy(hidden=16)

@@ -57,7 +57,8 @@ def test_prompts_follow_the_shared_conventions():
   assert dec[0]["content"].startswith("You are the top decision-maker. Good at analyzing and summarizing mathematical")
   assert dec[0]["content"].endswith("Give reasons for making decisions.") and "\\boxed{}" in dec[1]["content"]
   mmlu_dec = roles.decision_messages(mmlu, [])[0]["content"]
-  assert "Give reasons" not in mmlu_dec and mmlu_dec.endswith("I will give you some other people's answers and analysis.")
+  assert "Give reasons" not in mmlu_dec
+  assert mmlu_dec.endswith("I will give you some other people's answers and analysis.")
   code = roles.single_model_messages(load_items("humaneval_plus")[0], cot=False)[1]["content"]
   assert "```python code block" in code
 

@@ -118,7 +118,8 @@ def frontier_markdown(record: Mapping[str, Any]) -> str:
     title = f"{BENCHMARK_TITLES.get(s['benchmark'], s['benchmark'])} {POOL_TITLES.get(s['pool'], s['pool'])}"
     lines += [f"## {title}", "", f"HieraMAS's frontier lies **{s['position'] or 'n/a'}** the baselines' Pareto front"
               + (" (" + ", ".join(f"{r}: {v}" for r, v in s["position_by_recipe"].items()) + ")"
-                 if s["position_by_recipe"] else "") + ".", "", "| Point | k | accuracy · $ / query |", "|---|---|---|"]
+                 if s["position_by_recipe"] else "") + ".", "", "| Point | k | accuracy · $ / query |",
+              "|---|---|---|"]
     for p in s["hieramas"]:
       bold = "**" if p["label"] in s["hieramas_front"] else ""
       lines.append(f"| HieraMAS, {p['recipe']} | {p['k'] if p['k'] is not None else '-'} | {bold}{_pt(p)}{bold} |")

@@ -428,7 +428,8 @@ def frontier_section(page: Page, results: pathlib.Path) -> str:
   if not record or "settings" not in record:
     return missing("results/hieramas_frontier.json is missing: run `make frontier` (after `make reproduce-table1`).")
   positions = "; ".join(f"{BENCHMARK_TITLES.get(s['benchmark'], s['benchmark'])} "
-                        f"{POOL_TITLES.get(s['pool'], s['pool'])}: {s['position']}" for s in record["settings"].values())
+                        f"{POOL_TITLES.get(s['pool'], s['pool'])}: {s['position']}"
+                        for s in record["settings"].values())
   fig = frontier_figure(record)
   fig.suptitle(_title("HieraMAS cost-accuracy frontier", _is_sim(record)))
   return (f"<p>Where HieraMAS's frontier lies against the other methods' Pareto front: {html.escape(positions)}.</p>"

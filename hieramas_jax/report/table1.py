@@ -238,8 +238,8 @@ def table11_markdown(derived: Mapping[str, Any]) -> str:
   rows = [r for r in _rows(derived) if any(g["label"] == r and g["training_cost_usd"]
                                            for g in derived["groups"].values())]
   return _cost_table(derived, "Table 11 (training cost)",
-                     "Cell: USD of every LLM call made while fitting (a call replayed from the response cache counts at "
-                     "its original cost) · the paper's figure where published. What each includes: HieraMAS (both "
+                     "Cell: USD of every LLM call made while fitting (a call replayed from the response cache counts "
+                     "at its original cost) · the paper's figure where published. What each includes: HieraMAS (both "
                      "recipes): stage-1 rollouts, validation runs and stage-2 data collection (the classifier fit and "
                      "the sentence encoder make no LLM call); GDesigner and MASRouter: their training rollouts; AFlow: "
                      "the candidate workflows' evaluations only: this suite's AFlow edits workflows with operators "

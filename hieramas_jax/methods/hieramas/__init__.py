@@ -1,8 +1,9 @@
 """HieraMAS (paper Sec. 3): learned supernode LLM selection + GCN topology selection, end to end.
 
 Registered as "hieramas" (as published: the paper, and the reference code where the paper is silent) and
-"hieramas_total_cost" (this suite's earlier recipe, `config.TOTAL_COST_RECIPE`, beyond the paper). The heavy parts (JAX, the sentence encoder) are imported only when the
-method is built, so `make_method("base")` stays as cheap as before.
+"hieramas_total_cost" (this suite's earlier recipe, `config.TOTAL_COST_RECIPE`, beyond the paper). The
+heavy parts (JAX, the sentence encoder) are imported only when the method is built, so
+`make_method("base")` stays as cheap as before.
 
   rollout.py   policy choices + a DAG -> MASConfig -> run_mas over HTTP -> graded node/system rewards
   training.py  stage 1 (REINFORCE, multi-level rewards) and stage 2 (contrastive GCN labels) loops

@@ -226,7 +226,8 @@ class HieraMASConfig:
         object.__setattr__(self, name, value)
     if self.stage1_proposers == 0:
       object.__setattr__(self, "stage1_proposers", self.num_proposers)
-    positive = ("num_proposers", "stage1_proposers", "rotation_top_n", "stage1_batch", "stage1_samples", "stage1_val_every", "stage1_checkpoint_every",
+    positive = ("num_proposers", "stage1_proposers", "rotation_top_n", "stage1_batch", "stage1_samples",
+                "stage1_val_every", "stage1_checkpoint_every",
                 "stage2_graphs", "stage2_top_k", "stage2_batch", "stage2_patience", "gcn_hidden", "policy_hidden",
                 "vote_graphs", "max_queries")
     for name in positive:
