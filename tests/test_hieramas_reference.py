@@ -204,6 +204,8 @@ def test_config_fills_the_references_per_benchmark_values():
   assert (mmlu.num_candidates, math_.num_candidates, he.num_candidates) == (200, 100, 200)
   assert (mmlu.stage2_max_density, math_.stage2_max_density, he.stage2_max_density) == (0.7, 1.0, 0.8)
   assert he.stage1_max_density == 0.75 and mmlu.gcn_dropout == 0.05 and math_.gcn_dropout == 0.5
+  assert (mmlu.stage2_lr, mmlu.stage2_batch, mmlu.stage2_weight_decay) == (1e-3, 128, 2e-5)
+  assert (math_.stage2_lr, math_.stage2_batch, math_.stage2_weight_decay) == (5e-4, 32, 1e-5)
   assert mmlu.stage1_steps == 12 and mmlu.policy_skip_logit_init == 0.0 and mmlu.system_cost == "decision"
   assert HieraMASConfig(stage1_lr=1e-2).stage1_lr_end == 1e-2  # an explicit lr alone: constant
   assert HieraMASConfig.from_json(mmlu.to_json()) == mmlu

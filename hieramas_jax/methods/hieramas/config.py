@@ -56,13 +56,14 @@ BENCHMARK_DEFAULTS: dict[str, dict[str, Any]] = {
     "stage2_lr": {"mmlu_redux": 1e-3, "math": 5e-4, "humaneval_plus": 5e-4},
     "stage2_batch": {"mmlu_redux": 128, "math": 32, "humaneval_plus": 32},
     "gcn_dropout": {"mmlu_redux": 0.05, "math": 0.5, "humaneval_plus": 0.5},
+    "stage2_weight_decay": {"mmlu_redux": 2e-5, "math": 1e-5, "humaneval_plus": 1e-5},
     # Roles the inference rule may drop where skip is their argmax (graph/learnable_multi_node_graph.py).
     "max_dropped_roles": {"mmlu_redux": 2, "math": 0, "humaneval_plus": 0},
 }
 # The value of a field that means "the benchmark's reference value".
 _SENTINEL = {"stage1_batch": 0, "stage1_lr": 0.0, "stage1_lr_end": 0.0, "stage1_val_every": 0,
              "stage1_max_density": -1.0, "stage1_proposers": -1, "stage2_max_density": -1.0, "stage2_lr": 0.0,
-             "stage2_batch": 0, "gcn_dropout": -1.0, "max_dropped_roles": -1}
+             "stage2_batch": 0, "gcn_dropout": -1.0, "max_dropped_roles": -1, "stage2_weight_decay": -1.0}
 
 
 # This suite's earlier recipe, beyond the paper: the named variant "hieramas_total_cost" (Table 1 row
@@ -73,7 +74,8 @@ TOTAL_COST_RECIPE: dict[str, Any] = {
     "stage1_lr": 1e-2, "stage1_lr_end": 1e-2, "stage1_entropy": 0.01, "stage1_steps": 100, "stage1_batch": 16,
     "stage1_val_every": 10, "stage1_proposers": 0, "stage1_max_density": 0.7, "stage1_select_by": "reward",
     "consensus": False, "inference": "greedy", "pool_min_density": 0.0, "pool_max_density": 1.0,
-    "stage2_max_density": 1.0, "stage2_lr": 5e-4, "stage2_batch": 32, "gcn_dropout": 0.5,
+    "stage2_max_density": 1.0, "stage2_lr": 5e-4, "stage2_weight_decay": 1e-5,
+    "stage2_batch": 32, "gcn_dropout": 0.5,
 }
 
 
@@ -146,8 +148,9 @@ class HieraMASConfig:
     stage2_top_k: positives per query (reference 2, reward > 0).
     stage2_drop_ties: leave out queries whose graphs all earned the same reward (no contrast to
       learn from; the reference labels them all, which calls every such graph positive).
-    stage2_epochs, stage2_lr, stage2_batch, stage2_patience, stage2_val_fraction: classifier training.
-      (reference: MMLU-Redux lr 1e-3, batch 128; MATH and HumanEval+ lr 5e-4; 0: the benchmark's value).
+    stage2_epochs, stage2_lr, stage2_weight_decay, stage2_batch, stage2_patience, stage2_val_fraction:
+      classifier training (reference: MMLU-Redux lr 1e-3, weight decay 2e-5, batch 128; MATH and HumanEval+
+      lr 5e-4, weight decay 1e-5; 0 or -1: the benchmark's value).
     gcn_hidden, gcn_dropout: classifier width and dropout (reference 128; dropout 0.05 on MMLU-Redux,
       0.5 otherwise; -1: the benchmark's value).
     graph_mode: "classifier" (HieraMAS) or "random_vote" (w/o Graph: vote_graphs random pool graphs,
@@ -204,6 +207,7 @@ class HieraMASConfig:
   stage2_drop_ties: bool = True
   stage2_epochs: int = 20
   stage2_lr: float = 0.0
+  stage2_weight_decay: float = -1.0
   stage2_batch: int = 0
   stage2_patience: int = 5
   stage2_val_fraction: float = 0.2

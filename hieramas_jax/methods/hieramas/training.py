@@ -364,7 +364,8 @@ def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray, drop_ties: b
 
 
 def stage2_config(cfg: HieraMASConfig) -> stage2_lib.Stage2Config:
-  return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
+  return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, weight_decay=cfg.stage2_weight_decay,
+                                 epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
                                  patience=cfg.stage2_patience, top_k=cfg.stage2_top_k,
                                  val_fraction=cfg.stage2_val_fraction)
 
