@@ -10,8 +10,9 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret calibrate \
-	bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim sim-sensitivity
+.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret frontier \
+	calibrate bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim \
+	sim-sensitivity
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -81,6 +82,11 @@ reproduce-table3: install
 
 regret: install
 	$(PY) experiments/oracle_regret.py --seed=$(SEED) --pools=gpt-5-mini,qwen3-80b
+
+# HieraMAS over cost weights k (both rewards) against every Table 1 method: results/hieramas_frontier.*
+# (run after reproduce-table1: its k = 300 cells are Table 1's, the baselines' points come from table1.json).
+frontier: install
+	$(PY) experiments/hieramas_frontier.py --seed=$(SEED)
 
 calibrate: install
 	$(PY) experiments/calibrate_sim.py --seed=$(SEED)

@@ -4,9 +4,9 @@
   python experiments/oracle_regret.py --benchmarks=math --budget=600 --limit=30 --out_dir=/tmp/r
 
 Runs (or resumes, or just reads) the cells `static_search` (whose fit is the successive-halving search
-on train + val), `random_config` and `hieramas` through `experiment.runner`, in Table 1's run root by
-default, so the HieraMAS cells trained for Table 1 are the ones compared. Writes <out_dir>/regret.json
-and regret.md (`report/regret.py`).
+on train + val), `random_config`, `hieramas` and the single-call `base` and `cot` through
+`experiment.runner`, in Table 1's run root by default, so the HieraMAS cells trained for Table 1 are the
+ones compared. Writes <out_dir>/regret.json and regret.md (`report/regret.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError
 from hieramas_jax.methods.static_search.search import OracleError
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
-from hieramas_jax.report.regret import regret_markdown, regret_record
+from hieramas_jax.report.regret import SINGLE_CALL, regret_markdown, regret_record
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("benchmarks", ["humaneval_plus", "math", "mmlu_redux"], "Benchmarks.")
@@ -68,7 +68,7 @@ def main(argv):
              **run_or_exit(lambda: parse_method_options(f"static_search.{o}" for o in FLAGS.search_option),
                            (InvalidRunError,)).get("static_search", {})}
   spec = run_or_exit(lambda: TableSpec(
-      ("static_search", "random_config", "hieramas"), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main",
+      ("static_search", "random_config", "hieramas", *SINGLE_CALL), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main",
       (FLAGS.seed,), {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}, FLAGS.val_limit,
       FLAGS.limit, {"static_search": options, "random_config": {"num_random_graphs": FLAGS.num_random_graphs}}),
       (InvalidRunError,))

@@ -34,7 +34,7 @@ from hieramas_jax.report.table1 import write_tables
 
 # The paper's 11 Table 1 methods, in its row order.
 TABLE1_METHODS = ("base", "cot", "sc", "sc_cot", "debate", "full_graph", "random_graph", "gdesigner", "masrouter",
-                  "aflow", "hieramas")
+                  "aflow", "hieramas", "hieramas_total_cost")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("methods", list(TABLE1_METHODS), "Methods (registry names).")

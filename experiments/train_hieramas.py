@@ -31,14 +31,12 @@ from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import POOLS
 from hieramas_jax.mas.roles import roles_for
 from hieramas_jax.methods.api import MethodError
-from hieramas_jax.methods.hieramas.config import (ACTIVATION_CREDIT, GRAPH_MODES, LLM_MODES, SELECT_BY, HieraMASConfig,
-                                                  HieraMASConfigError)
+from hieramas_jax.methods.hieramas.config import CHOICES, HieraMASConfig, HieraMASConfigError
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
 from hieramas_jax.report import hieramas as hieramas_report
 
 FLAGS = flags.FLAGS
-_ENUMS = {"benchmark": BENCHMARKS, "pool": tuple(POOLS), "graph_mode": GRAPH_MODES, "llm_mode": LLM_MODES,
-          "stage1_select_by": SELECT_BY, "activation_credit": ACTIVATION_CREDIT}
+_ENUMS = {"benchmark": BENCHMARKS, "pool": tuple(POOLS), **CHOICES}
 # Config fields that name the cell rather than the method.
 CELL_FIELDS = ("benchmark", "pool", "seed")
 

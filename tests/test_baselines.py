@@ -16,7 +16,7 @@ from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.methods import RunContext, make_method
 from hieramas_jax.methods.aflow import search as aflow_search
-from hieramas_jax.methods.aflow.workflow import Workflow, edits
+from hieramas_jax.methods.aflow.workflow import INSTRUCTIONS, Workflow, edits
 from hieramas_jax.methods.gdesigner import model as gd
 from hieramas_jax.methods.masrouter import model as mr
 from mas_fakes import FakeClient
@@ -50,9 +50,36 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0)
   z = z @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
   s = z @ z.T
-  expected = 1 / (1 + np.exp(-(s - s.min()) / (s.max() - s.min())))
+  unit = (s - s.min()) / (s.max() - s.min())
+  expected = 1 / (1 + np.exp(-(2 * unit - 1)))  # the reference's min-max to [-1, 1]
   np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-6)
-  assert probs.min() >= 0.5 - 1e-6 and probs.max() <= 1 / (1 + math.exp(-1)) + 1e-6  # the reference's [0.5, 0.73]
+  top = 1 / (1 + math.exp(-1))
+  assert probs.min() == pytest.approx(1 - top, rel=1e-5) and probs.max() == pytest.approx(top, rel=1e-5)  # [0.27, 0.73]
+  unit_net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2, edge_range="unit")
+  np.testing.assert_allclose(gd.edge_probs(params, gd.query_graphs(role, query), net=unit_net)[0],
+                             1 / (1 + np.exp(-unit)), rtol=1e-5, atol=1e-6)
+  # Training mode drops GCN features (reference dropout 0.5): other probabilities, the same for the same key.
+  key = jax.random.key(7)
+  train = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+  assert not np.allclose(train[0], probs)
+  np.testing.assert_array_equal(train, gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+
+
+def test_gdesigner_trains_only_the_gcn_as_the_reference_optimizer_does():
+  rng = np.random.default_rng(0)
+  role, query = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(2, 4)).astype(np.float32)
+  net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2)
+  graph = gd.query_graphs(role, query)
+  params = gd.init_params(jax.random.key(1), net, role, 4)
+  considered = jnp.ones((2, 1, 3, 3), bool)
+  chosen = jnp.asarray(rng.random((2, 1, 3, 3)) < 0.5)
+  for train_params, moved in (("gcn", {"gcn1", "gcn2"}), ("all", {"gcn1", "gcn2", "mlp_hidden", "mlp_out"})):
+    state = {"params": params, "opt_state": gd.make_optimizer(0.1, train_params).init(params), "step": jnp.int32(0)}
+    new, _ = gd.train_step(state, graph, considered, chosen, jnp.array([1.0, 1.0]), jax.random.key(2), net=net,
+                           lr=0.1, train_params=train_params)
+    changed = {k for k in params if not all(np.array_equal(a, b) for a, b in zip(
+        jax.tree_util.tree_leaves(params[k]), jax.tree_util.tree_leaves(new["params"][k])))}
+    assert changed == moved, train_params
 
 
 def test_gdesigner_sampling_skips_cycle_closing_pairs_and_the_loss_is_reinforce():
@@ -167,6 +194,12 @@ def test_aflow_operators_only_where_the_benchmark_supports_them():
   labels = {label for label, _ in edits(Workflow(), "math")}
   assert "+ Programmer" in labels and "+ Test" not in labels
   assert "+ Test" in {label for label, _ in edits(Workflow(), "humaneval_plus")}
+  # AFlow's run script offers no Review/Revise on these benchmarks; the option brings them back.
+  for b in ("math", "humaneval_plus", "mmlu_redux"):
+    assert not any("Review" in label for label, _ in edits(Workflow(), b))
+    assert "+ Review/Revise" in {label for label, _ in edits(Workflow(), b, review_revise=True)}
+  # The initial workflow is one Custom call with an empty instruction: the prompt is the question alone.
+  assert Workflow().instruction == "empty" and INSTRUCTIONS["empty"] == ""
   with pytest.raises(ValueError, match="Programmer operator is for MATH"):
     Workflow(programmer=True).check("mmlu_redux")
 
@@ -216,14 +249,22 @@ def test_full_graph_and_random_graph_use_every_role_with_the_strong_model():
   client = FakeClient()
   ctx = RunContext(client, get_pool("qwen3-80b"), seed=3)
   full = asyncio.run(make_method("full_graph").solve(ctx, MMLU))
-  assert len(full.calls) == 8 * 3 + 1 and {c.model for c in full.calls} == {"qwen3-80b"}  # 8 supernodes of 2 + 1
+  # The reference's baselines: one agent per role (no proposers), the backbone everywhere, then the decision.
+  assert len(full.calls) == 8 + 1 and {c.model for c in full.calls} == {"qwen3-80b"}
+  assert {c.position for c in full.calls} == {"solo", "decision"}
   assert len(full.extra["config"]["edges"]) == 8 * 7 // 2
   random_graph = make_method("random_graph")
   a = random_graph.graph_for(3, MMLU, 8)
   assert np.array_equal(a, random_graph.graph_for(3, MMLU, 8))
   assert not np.array_equal(a, random_graph.graph_for(4, MMLU, 8))
+  other = next(it for it in load_items("mmlu_redux") if it.id != MMLU.id)
+  assert np.array_equal(a, random_graph.graph_for(3, other, 8))  # one graph for the whole test split
+  per_query = make_method("random_graph", per_query=True)
+  assert not np.array_equal(per_query.graph_for(3, MMLU, 8), per_query.graph_for(3, other, 8))
   trace = asyncio.run(random_graph.solve(ctx, MMLU))
-  assert len(trace.calls) == 8 * 3 + 1 and 0.25 <= trace.extra["graph_density"] <= 0.75
+  assert len(trace.calls) == 8 + 1 and 0.25 <= trace.extra["graph_density"] <= 0.75
+  supernodes = asyncio.run(make_method("full_graph", num_proposers=2).solve(ctx, MMLU))
+  assert len(supernodes.calls) == 8 * 3 + 1  # the earlier variant: 8 supernodes of 2 proposers + synthesizer
 
 
 def test_the_encoder_lock_serves_waiters_in_arrival_order():
@@ -248,3 +289,17 @@ def test_the_encoder_lock_serves_waiters_in_arrival_order():
   for t in threads:
     t.join()
   assert order == ["first", "second", "holder again"]
+
+
+def test_masrouter_samples_its_agents_at_the_public_codes_temperature():
+  client = FakeClient()
+  ctx = RunContext(client, get_pool("gpt-5-mini"), seed=0)
+  router = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0)
+  router.params = router._fresh_state()["params"]  # pylint: disable=protected-access
+  trace = asyncio.run(router.solve(ctx, MMLU))
+  assert trace.calls and {c["temperature"] for c in client.calls} == {1.0}
+  client = FakeClient()
+  cooler = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0, temperature=0.2)
+  cooler.params = router.params
+  asyncio.run(cooler.solve(RunContext(client, get_pool("gpt-5-mini"), seed=0), MMLU))
+  assert {c["temperature"] for c in client.calls} == {0.2}

@@ -129,6 +129,15 @@ def test_tiny_config_runs_encoder_stage1_stage2_inference_end_to_end(reference, 
   from hieramas_jax.report.hieramas import preferences  # pylint: disable=import-outside-toplevel
   prefs = preferences(records, Setup.make("mmlu_redux", get_pool("gpt-5-mini"), 2).roles)
   assert sum(prefs["synthesizer"].values()) == len(TEST) * R and sum(prefs["proposer"].values()) == len(TEST) * 2 * R
+  # The rotation never proposes skip, and drops at most 2 roles on MMLU-Redux.
+  assert prefs["proposer"].get("skip", 0) == 0 and prefs["synthesizer"].get("skip", 0) <= 2 * len(TEST)
+  # Stage-2 labels come from stage 1's system reward: the decision node's cost (reference).
+  with np.load(run_dir / "state" / training.STAGE2_DATA_FILE) as data:
+    hand = np.where(data["solved"], np.maximum(np.exp(-300 * data["decision_cost"]), 0.5),
+                    np.maximum(-np.exp(300 * data["decision_cost"]), -2.5))
+    np.testing.assert_allclose(data["reward"], hand, rtol=1e-5)
+    np.testing.assert_array_equal(data["labels"], stage2_lib.contrastive_labels(hand, top_k=2))
+    assert (data["decision_cost"] < data["cost"]).all() and data["choices"].shape[-1] == TINY.stage1_proposers + 1
 
 
 def test_inference_runs_the_argmax_of_all_k_candidates_scored_at_once(reference, sim):
@@ -200,7 +209,7 @@ def test_stage2_loads_the_best_stage1_checkpoint_and_refuses_a_wrong_one(referen
     training.load_best_policy(cfg, emb, broken)
 
 
-def test_ablations_vote_over_three_random_graphs_or_put_the_strong_model_everywhere(reference, sim):
+def test_ablations_run_random_graphs_or_put_the_strong_model_everywhere(reference, sim):
   root, cell = reference
   item = TEST[0]
 
@@ -210,13 +219,18 @@ def test_ablations_vote_over_three_random_graphs_or_put_the_strong_model_everywh
     async with LLMClient(sim_endpoint(sim.base_url)) as client:
       return await method.solve(RunContext(client, get_pool(cfg.pool), cfg.seed), item)
 
-  vote = asyncio.run(solve(HieraMASConfig(**{**TINY.to_json(), "graph_mode": "random_vote"})))
+  one = asyncio.run(solve(HieraMASConfig(**{**TINY.to_json(), "graph_mode": "random_vote"})))
+  assert len(one.extra["vote_graphs"]) == 1  # the reference's w/o Graph: one random graph, one run
+  assert sum(c.position == "decision" for c in one.calls) == 1
+  vote = asyncio.run(solve(HieraMASConfig(**{**TINY.to_json(), "graph_mode": "random_vote", "vote_graphs": 3})))
   assert len(vote.extra["vote_graphs"]) == 3 and len(set(vote.extra["vote_graphs"])) == 3
   assert sum(c.position == "decision" for c in vote.calls) == 3  # three full MAS runs, all paid for
   assert vote.extra["graph_index"] in vote.extra["vote_graphs"]
   strong = asyncio.run(solve(HieraMASConfig(**{**TINY.to_json(), "llm_mode": "strong"})))
   assert {c.model for c in strong.calls} == {"gpt-5-mini"}
-  assert len(strong.calls) == R * 3 + 1  # no skips: every role, W = 2 proposers + synthesizer, decision
+  # The rotation's drop rule is kept (at most 2 roles on MMLU-Redux); every kept role runs W = 2 proposers.
+  kept = len(strong.extra["active_roles"])
+  assert R - 2 <= kept <= R and len(strong.calls) == kept * 3 + 1
   # Through the runner, an inference-only ablation loads the untagged cell's fit instead of training.
   wo_graph = asyncio.run(_pipeline(sim, root, HieraMASConfig(**{**TINY.to_json(), "graph_mode": "random_vote"}),
                                    tag="wo_graph", load_from={"hieramas": "main"}))

@@ -53,7 +53,12 @@ def test_prompts_follow_the_shared_conventions():
   assert "You are an Inspector." in synth[0]["content"]
   assert "### Proposal 1:\np1" in synth[1]["content"] and "### Proposal 2:\np2" in synth[1]["content"]
   dec = roles.decision_messages(MATH_ITEM, [roles.AgentOutput(1, "Math Solver", "x")])
-  assert dec[0]["content"].startswith("You are the final decision maker.")
+  # The reference prompt sets' decision role and constraint: MATH asks for reasons, MMLU-Redux does not.
+  assert dec[0]["content"].startswith("You are the top decision-maker. Good at analyzing and summarizing mathematical")
+  assert dec[0]["content"].endswith("Give reasons for making decisions.") and "\\boxed{}" in dec[1]["content"]
+  mmlu_dec = roles.decision_messages(mmlu, [])[0]["content"]
+  assert "Give reasons" not in mmlu_dec
+  assert mmlu_dec.endswith("I will give you some other people's answers and analysis.")
   code = roles.single_model_messages(load_items("humaneval_plus")[0], cot=False)[1]["content"]
   assert "```python code block" in code
 

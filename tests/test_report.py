@@ -106,7 +106,15 @@ def test_regret_of_three_rows_and_its_paired_interval():
   assert entry["regret"] == pytest.approx(1 / 3) and entry["meets_goal"] is False
   lo, hi = entry["regret_ci95"]
   assert lo <= 1 / 3 <= hi
-  assert "| math | gpt-5-mini | 0 | 0.500 | 1.000 | -0.500 | 0.33 [" in regret_lib.regret_markdown(record)
+  assert "| math | gpt-5-mini | 0 | 0.500 | 1.000 | -0.500 | n/a | 0.33 [" in regret_lib.regret_markdown(record)
+  assert entry["single_call"] == {} and entry["learned_beats_best_single_call"] is None
+  # Single-call rows on the same queries are listed; CoT (3/4 at cost 0: reward 0.5) ties HieraMAS, Base wins.
+  cells += [_cell("base", "math", "gpt-5-mini", [1, 1, 1, 1], [0.0] * 4),
+            _cell("cot", "math", "gpt-5-mini", [1, 1, 0, 1], [0.0] * 4)]
+  (entry,) = regret_lib.regret_record(_record(cells))["entries"].values()
+  assert entry["single_call"]["base"]["reward"] == 1.0 and entry["single_call"]["cot"]["reward"] == 0.5
+  assert entry["best_single_call"] == "base" and entry["learned_beats_best_single_call"] is False
+  assert "| -0.500 | base 1.000 | 0.33 [" in regret_lib.regret_markdown(regret_lib.regret_record(_record(cells)))
 
 
 def test_stage1_recipe_comparison_picks_the_higher_mean_validation_reward(tmp_path):
@@ -115,20 +123,20 @@ def test_stage1_recipe_comparison_picks_the_higher_mean_validation_reward(tmp_pa
            "stage2": {"contrastive_queries": 3}}
     (tmp_path / name).write_text(json.dumps({"accuracy": test_acc, "cost_usd": 1.0, "fit": fit}))
 
-  # MATH: the reference recipe wins on validation; MMLU-Redux: the default, by more. Test accuracy says the
-  # opposite on MMLU-Redux and must not matter.
+  # MATH: the total-cost recipe wins on validation; MMLU-Redux: the published one, by more. Test accuracy says
+  # the opposite on MMLU-Redux and must not matter.
   write("hieramas_math_gpt-5-mini.json", 0.25, 93.0)
-  write("hieramas_math_gpt-5-mini_reference_stage1.json", 0.45, 91.0)
+  write("hieramas_math_gpt-5-mini_total_cost.json", 0.45, 91.0)
   write("hieramas_mmlu_redux_gpt-5-mini.json", 0.70, 80.0)
-  write("hieramas_mmlu_redux_gpt-5-mini_reference_stage1.json", 0.30, 99.0)
-  write("hieramas_math_qwen3-80b.json", 0.9, 90.0)  # no reference run here: left out of the comparison
+  write("hieramas_mmlu_redux_gpt-5-mini_total_cost.json", 0.30, 99.0)
+  write("hieramas_math_qwen3-80b.json", 0.9, 90.0)  # no variant run here: left out of the comparison
   record = ablations.stage1_recipe_record(tmp_path, {"backend": "sim", "command": "test"})
   assert [(r["benchmark"], r["pool"]) for r in record["rows"]] == [("math", "gpt-5-mini"), ("mmlu_redux", "gpt-5-mini")]
-  assert record["mean_val_reward"]["default"] == pytest.approx(0.475)
-  assert record["mean_val_reward"]["reference"] == pytest.approx(0.375)
-  assert record["winner"] == "default"
+  assert record["mean_val_reward"]["published"] == pytest.approx(0.475)
+  assert record["mean_val_reward"]["total-cost"] == pytest.approx(0.375)
+  assert record["winner"] == "published"
   md = ablations.stage1_recipe_markdown(record)
-  assert "simulated pool" in md.splitlines()[0] and "**Kept as the default: default**" in md
+  assert "simulated pool" in md.splitlines()[0] and "Higher mean validation reward: **published**" in md
 
 
 def test_hieramas_cells_say_what_was_learned(tmp_path):

@@ -4,6 +4,7 @@ headless Chromium (no console error, every figure loaded, a screenshot), and the
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import shutil
 import socket
@@ -115,8 +116,9 @@ def test_the_report_holds_every_section_and_renders_in_chromium(tiny_results, tm
               "curves_mmlu_redux_gpt-5-mini", "calibration", "sweep_k_pool_size"}
   assert set(page.figures) == expected
   assert [a for a, _, _ in page.sections] == ["cost-accuracy", "figure3", "figure4", "curves", "calibration",
-                                              "sweeps", "tables"]
+                                              "sweeps", "frontier", "tables"]
   assert "results/table3.json is missing" in text  # a missing input says so
+  assert "results/hieramas_frontier.json is missing: run `make frontier`" in html.unescape(text)
   for table in ("table1.md", "table2.md", "table6.md", "table7.md", "sweep_k_pool_size.md"):
     assert f"<summary>results/{table}</summary>" in text
   assert "http://" not in text and "https://" not in text  # self-contained

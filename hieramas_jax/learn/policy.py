@@ -204,6 +204,77 @@ def greedy_choices(params, inputs: PolicyInputs, *, net: LLMSelectionPolicy = DE
   return choices.at[:, :, -1].set(jnp.where(switch_on, best_model, choices[:, :, -1]))
 
 
+@functools.partial(jax.jit, static_argnames=("net",))
+def logits(params, inputs: PolicyInputs, *, net: LLMSelectionPolicy = DEFAULT_POLICY) -> jax.Array:
+  """The policy's clipped logits [B, R, P, M + 1] (skip last), for the inference rules."""
+  return net.apply({"params": params}, inputs)
+
+
+def dropped_roles(synth_logits, droppable, max_dropped: int) -> np.ndarray:
+  """[R] bool: the roles the reference's inference rule switches off (`determine_roles_to_skip`).
+
+  Only roles where skip is the synthesizer's argmax may go, only `droppable` ones (roles with a
+  checkable answer), at most `max_dropped` and never all droppable roles (one always stays): if more
+  qualify, those with the highest skip probability go (ties: lower role index first).
+
+  Args:
+    synth_logits: [R, M + 1] the synthesizer position's logits (skip last).
+    droppable: [R] bool.
+    max_dropped: the benchmark's cap (reference: 2 on MMLU-Redux, 0 on MATH and HumanEval+).
+  """
+  synth_logits = np.asarray(synth_logits, np.float64)
+  droppable = np.asarray(droppable, bool)
+  cap = min(max_dropped, max(int(droppable.sum()) - 1, 0))
+  out = np.zeros(len(droppable), bool)
+  if cap <= 0:
+    return out
+  z = synth_logits - synth_logits.max(axis=-1, keepdims=True)
+  skip_prob = np.exp(z[:, -1]) / np.exp(z).sum(axis=-1)
+  candidates = [r for r in range(len(droppable)) if droppable[r] and np.argmax(synth_logits[r]) == z.shape[1] - 1]
+  candidates.sort(key=lambda r: (-skip_prob[r], r))
+  out[candidates[:cap]] = True
+  return out
+
+
+def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int, *, top_n: int = 2,
+                     max_dropped: int = 0, droppable=None) -> np.ndarray:
+  """One query's inference choices [R, num_proposers + 1] by the reference's top-N rotation.
+
+  Per role (`select_llms_topN_rotation` of graph/learnable_multi_node.py): one proposer position of the
+  policy is drawn at random (from `rng`, seeded per query by the caller), its top-N LLMs with skip
+  excluded fill the W proposer slots in rotation [A, B, A, B, ...]; the synthesizer is the argmax with
+  skip masked; then `dropped_roles` switches roles off. So no proposer or synthesizer is ever skip
+  except a dropped role's synthesizer. The policy may have any number of proposer positions (stage 1
+  may train with another W than inference uses).
+
+  Args:
+    query_logits: [R, P, M + 1] logits (synthesizer last, skip last).
+    rng: the query's generator (one draw per role).
+    num_proposers: W at inference.
+    top_n: N (reference 2).
+    max_dropped: the drop cap.
+    droppable: [R] bool (default: every role).
+  """
+  query_logits = np.asarray(query_logits, np.float64)
+  num_roles, num_positions, width = query_logits.shape
+  num_models = width - 1
+  if num_positions < 2:
+    raise PolicyError("the rotation needs at least one proposer position in the policy")
+  if not 1 <= top_n <= num_models:
+    raise PolicyError(f"top_n must be in [1, {num_models}], got {top_n}")
+  droppable = np.ones(num_roles, bool) if droppable is None else np.asarray(droppable, bool)
+  out = np.empty((num_roles, num_proposers + 1), np.int32)
+  for r in range(num_roles):
+    position = int(rng.integers(num_positions - 1))
+    models = query_logits[r, position, :num_models]
+    top = np.argsort(-models, kind="stable")[:top_n]
+    out[r, :-1] = [top[i % top_n] for i in range(num_proposers)]
+    out[r, -1] = int(np.argmax(query_logits[r, -1, :num_models]))
+  drop = dropped_roles(query_logits[:, -1, :], droppable, max_dropped)
+  out[drop, -1] = num_models
+  return out
+
+
 class LogProbParts(NamedTuple):
   """Per-position log pi(choice), entropy and log pi(on), all [B, R, P]; log_valid [B]."""
 

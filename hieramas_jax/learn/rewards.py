@@ -11,10 +11,16 @@ Odd things about this shape, kept on purpose and written down:
 - Failure at zero cost is -1, not 0, and gets worse with cost; success is always > 0. So any solved
   query beats any failed one regardless of cost (the floors keep the two ranges apart).
 
-Levels: a node's reward grades that supernode's own output with its own cost (sum of its calls'
-costs, from the per-call trace accounting); the system reward grades the final answer with the
-query's total cost. Role reward = alpha * node + (1 - alpha) * system, alpha = 0.5 where the role's
-output is checkable, 0 otherwise (and 0 for a deactivated role: it emitted nothing to grade).
+Levels (two ways to charge cost, `SYSTEM_COST` names them):
+- "decision" (the reference code, `graph/learnable_multi_node_graph.py` `forward`, the default): the
+  system reward grades the final answer with the DECISION NODE's own cost only, and each role's node
+  reward grades its own output with its own cost, so every call is charged once, where it was made.
+  A skipped role's node term is 0 (it emitted nothing) while alpha stays, so it earns
+  alpha * 0 + (1 - alpha) * system = 0.5 * system; a role with no checkable answer has alpha = 0.
+- "total" (this suite's earlier recipe, the named variant `experiments/ablations/total_cost.flags`):
+  the system reward uses the query's total cost; a deactivated or non-checkable role gets alpha = 0,
+  i.e. the full system reward.
+Role reward = alpha * node + (1 - alpha) * system.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ COST_SCALE_K = 300.0
 SOLVED_FLOOR = 0.5
 FAILED_FLOOR = -2.5
 ALPHA = 0.5
+SYSTEM_COST = ("decision", "total")
 
 
 def outcome_reward(solved, cost, *, k: float = COST_SCALE_K, solved_floor: float = SOLVED_FLOOR,
@@ -58,6 +65,25 @@ def role_rewards(node_solved, node_cost, node_checkable, system_solved, system_c
   return a * node + (1.0 - a) * system
 
 
+def reference_role_rewards(node_solved, node_cost, node_active, node_checkable, system_solved, decision_cost, *,
+                           alpha: float = ALPHA, k: float = COST_SCALE_K):
+  """Per-role training signal [B, R] as the reference code computes it (system_cost = "decision").
+
+  Args:
+    node_solved, node_cost: [B, R] the role's own output graded, and the USD of its own calls.
+    node_active: [B, R] bool, the role ran (False: skipped, node term 0 with alpha kept).
+    node_checkable: [B, R] bool, the role emits a checkable answer (False: alpha = 0, whether it ran
+      or not; the reference's NON_ANSWER_ROLES).
+    system_solved: [B] bool, the final answer graded correct.
+    decision_cost: [B] USD of the decision node's call only.
+  """
+  node = jnp.where(jnp.asarray(node_active, bool), outcome_reward(node_solved, node_cost, k=k), 0.0)
+  system = outcome_reward(system_solved, decision_cost, k=k)[:, None]
+  a = jnp.where(jnp.asarray(node_checkable, bool), alpha, 0.0)
+  return a * node + (1.0 - a) * system
+
+
 def system_reward(system_solved, system_cost, *, k: float = COST_SCALE_K):
-  """The system-level reward alone (stage-2 labels, oracle search, regret)."""
+  """The system-level reward alone (stage-2 labels, oracle search, regret): pass the decision node's
+  cost under the reference's "decision" charging, the query's total cost under "total"."""
   return outcome_reward(system_solved, system_cost, k=k)

@@ -28,7 +28,8 @@ parameters (the skip bias above all) it pushed every position toward uniform, i.
 (measured: late in training the skip rate fell to 0 on MMLU-Redux and HumanEval+ and the reward
 with it).
 
-Baseline (variance reduction), one of two:
+Baseline (variance reduction), one of three:
+- none (the reference code, `Stage1Config.baseline = "none"` with G = 1): the raw rewards.
 - samples_per_query G >= 2 (default in training): the batch holds G independently sampled
   configurations of each query, consecutive. Each rollout's baseline is the mean role reward of the
   OTHER G - 1 samples of the same query (leave-one-out, "REINFORCE with G samples, get a baseline for
@@ -38,7 +39,11 @@ Baseline (variance reduction), one of two:
   independent of this one's choices.
 - G = 1: a per-role exponential moving average of past role rewards (decay 0.9, bias-corrected like
   Adam's moments; on the very first batch the batch mean), read BEFORE it is updated with the batch.
-  The reference code subtracts no baseline; GPTSwarm uses a moving average.
+  GPTSwarm uses a moving average.
+
+Sampling: "gumbel" (the reference's hard Gumbel-softmax: the argmax of logits + Gumbel noise, i.e. a draw
+from softmax(logits) whatever tau is; tau enters only the log-probabilities and the entropy of the loss)
+or "tempered" (a draw from softmax(logits / tau), the distribution whose log-probabilities the loss uses).
 
 Randomness: `update_step` and `sample_step` take the run's one key and `fold_in` the state's step,
 so a run resumed from a checkpoint draws exactly the keys an uninterrupted run would.
@@ -74,7 +79,11 @@ class Stage1Config:
     total_steps: length of the temperature schedule.
     tau_start, tau_end: cosine temperature schedule ends (reference: 10 -> 0.8).
     samples_per_query: G configurations sampled per query in a batch (G >= 2: leave-one-out
-      baseline; 1: per-role EMA baseline).
+      baseline; 1: `baseline`).
+    baseline: with G = 1, "moving_average" (per-role EMA) or "none" (reference).
+    sampling: "gumbel" (reference; draws at tau = 1) or "tempered" (draws at the schedule's tau).
+    learning_rate_end: the step size falls linearly from learning_rate to it over total_steps (None:
+      constant; the reference's lr_start -> lr_end).
   """
 
   learning_rate: float = 1e-3
@@ -86,6 +95,9 @@ class Stage1Config:
   tau_start: float = 10.0
   tau_end: float = 0.8
   samples_per_query: int = 1
+  baseline: str = "moving_average"
+  sampling: str = "tempered"
+  learning_rate_end: float | None = None
 
 
 class Stage1Batch(NamedTuple):
@@ -149,11 +161,14 @@ class Stage1State(train_state.TrainState):
   entropy_coef: float = flax.struct.field(pytree_node=False, default=1.0)
   baseline_decay: float = flax.struct.field(pytree_node=False, default=0.9)
   samples_per_query: int = flax.struct.field(pytree_node=False, default=1)
+  use_baseline: bool = flax.struct.field(pytree_node=False, default=True)
 
 
 def make_optimizer(config: Stage1Config) -> optax.GradientTransformation:
-  return optax.chain(optax.clip_by_global_norm(config.clip_norm),
-                     optax.adamw(config.learning_rate, weight_decay=config.weight_decay))
+  lr = config.learning_rate
+  if config.learning_rate_end is not None and config.learning_rate_end != config.learning_rate:
+    lr = optax.linear_schedule(config.learning_rate, config.learning_rate_end, max(config.total_steps - 1, 1))
+  return optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.adamw(lr, weight_decay=config.weight_decay))
 
 
 def create_state(rng: jax.Array, inputs: policy_lib.PolicyInputs, config: Stage1Config = Stage1Config(),
@@ -175,7 +190,8 @@ def _create_fn(config: Stage1Config, net: policy_lib.LLMSelectionPolicy):
                                baseline=jnp.zeros((num_roles + 1,), jnp.float32),
                                baseline_weight=jnp.zeros((), jnp.float32), net=net,
                                entropy_coef=config.entropy_coef, baseline_decay=config.baseline_decay,
-                               samples_per_query=config.samples_per_query)
+                               samples_per_query=config.samples_per_query,
+                               use_baseline=config.baseline != "none")
     return state.replace(step=jnp.zeros((), jnp.int32))
   return jax.jit(create)
 
@@ -209,7 +225,7 @@ def _loss(params, state: Stage1State, batch: Stage1Batch, advantage, dropout_rng
 
 
 def _advantage(state: Stage1State, rewards, batch_mean):
-  """[B, R + 1] reward minus baseline (leave-one-out over each query's G samples, or the EMA)."""
+  """[B, R + 1] reward minus baseline (leave-one-out over each query's G samples, the EMA, or none)."""
   g = state.samples_per_query
   if g >= 2:
     if rewards.shape[0] % g:
@@ -217,6 +233,8 @@ def _advantage(state: Stage1State, rewards, batch_mean):
     grouped = rewards.reshape(-1, g, rewards.shape[1])
     others = (grouped.sum(axis=1, keepdims=True) - grouped) / (g - 1)
     return (grouped - others).reshape(rewards.shape)
+  if not state.use_baseline:
+    return rewards
   corrected = state.baseline / jnp.maximum(state.baseline_weight, 1e-8)
   baseline = jnp.where(state.baseline_weight > 0, corrected, batch_mean)
   return rewards - baseline[None, :]
@@ -258,12 +276,14 @@ def _sample(state: Stage1State, inputs, rng, tau):
 
 
 def sample_step(state: Stage1State, inputs: policy_lib.PolicyInputs, rng: jax.Array, config: Stage1Config):
-  """Choices [B, R, P] for this step and the temperature used: key fold_in(rng, step), tau from schedule.
+  """Choices [B, R, P] for this step and the schedule's tau (for the loss): key fold_in(rng, step).
 
-  Use a different `rng` than the one given to `update_step` (split the run key once).
+  With "gumbel" sampling the draw ignores tau (the reference's hard Gumbel argmax); with "tempered" it
+  is made at tau. Use a different `rng` than the one given to `update_step` (split the run key once).
   """
   tau = tau_at(state.step, config)
-  return _sample(state, inputs, rng, tau), tau
+  draw_tau = jnp.float32(1.0) if config.sampling == "gumbel" else tau
+  return _sample(state, inputs, rng, draw_tau), tau
 
 
 @jax.jit

@@ -112,10 +112,41 @@ MOA_SYNTHESIS_PROMPT = (
     "refined, accurate, and comprehensive reply to the instruction. Ensure your response is "
     "well-structured, coherent, and adheres to the highest standards of accuracy and reliability.")
 
-DECISION_PROMPT = (
-    "You are the final decision maker. You are given a question and the responses of several expert "
-    "agents who worked on it. Weigh their reasoning, resolve their disagreements, and give the single "
-    "best final answer.")
+# The final decision node's system prompt: the reference prompt sets' decision role and constraint
+# (GDesigner / MASRouter / HieraMAS share them: `get_decision_role`, `get_decision_constraint` of the
+# mmlu, math and humaneval prompt sets), without their answer-format sentences ("The last line ... The
+# answer is 140", "Your reply must only contain one letter", "Do not include anything other than Python
+# code blocks"): the question block's ANSWER_FORMAT says how to answer, the same for every method. So MATH
+# asks for reasons ("Give reasons for making decisions"), MMLU-Redux and HumanEval+ do not, as there.
+DECISION_ROLE: Mapping[str, str] = {
+    "math": ("You are the top decision-maker. Good at analyzing and summarizing mathematical problems, judging "
+             "and summarizing other people's solutions, and giving final answers to math problems."),
+    "mmlu_redux": ("You are the top decision-maker and are good at analyzing and summarizing other people's "
+                   "opinions, finding errors and giving final answers."),
+    "humaneval_plus": ("You are the top decision-maker and are good at analyzing and summarizing other people's "
+                       "opinions, finding errors and giving final answers. And you are an AI that only responds "
+                       "with only python code."),
+}
+DECISION_CONSTRAINT: Mapping[str, str] = {
+    "math": ("You will be given a math problem, analysis and code from other agents. Please find the most "
+             "reliable answer based on the analysis and results of other agents. Give reasons for making "
+             "decisions."),
+    "mmlu_redux": ("I will ask you a question. I will also give you the answer options. Only one answer out of the "
+                   "offered options is correct. You must choose the correct answer to the question. I will give "
+                   "you some other people's answers and analysis."),
+    "humaneval_plus": ("You will be given a function signature and its docstring by the user. You may be given the "
+                       "overall code design, algorithm framework, code implementation or test problems. Write your "
+                       "full implementation (restate the function signature). If the prompt given to you contains "
+                       "code that passed internal testing, you can choose the most reliable reply. If there is no "
+                       "code that has passed internal testing in the prompt, you can change it yourself according "
+                       "to the prompt."),
+}
+
+
+def decision_system(benchmark: str) -> str:
+  """The decision node's system prompt of `benchmark` (reference wording, see DECISION_ROLE)."""
+  check_benchmark(benchmark)
+  return f"{DECISION_ROLE[benchmark]}\n{DECISION_CONSTRAINT[benchmark]}"
 
 
 class UnknownRoleError(KeyError):
@@ -225,5 +256,5 @@ def decision_messages(item: Item, outputs: Sequence[AgentOutput]) -> list[dict]:
   if outputs:
     user += "\n\nHere are the responses of the agents:\n\n" + agent_blocks(outputs)
   user += "\n\nGive the final answer in the required format."
-  return [{"role": "system", "content": DECISION_PROMPT}, {"role": "user", "content": user}]
+  return [{"role": "system", "content": decision_system(item.benchmark)}, {"role": "user", "content": user}]
 

@@ -29,10 +29,6 @@ from hieramas_jax.mas.config import ConfigError
 from hieramas_jax.mas.runtime import ChatClient, Clock, RunSettings, call_llm
 from hieramas_jax.mas.trace import DECISION_NODE, CallRecord, Trace
 
-DECISION_SYSTEM = ("You are the top decision-maker and are good at analyzing and summarizing other people's "
-                   "opinions, finding errors and giving final answers.")
-DECISION_USER_END = ("Please give the final answer to the task, taking the agents' outputs into account, "
-                     "in the required format.")
 REFLECT_SYSTEM = ("Reflect on possible errors in the answer above and answer again using the same format. If "
                   "you think there are no errors in your previous answer that will affect the result, there is "
                   "no need to correct it.")
@@ -181,8 +177,9 @@ def reflection_messages(item: Item, agent: RoundAgent, answer: str) -> list[dict
 def decision_messages(item: Item, outputs: Sequence[tuple[int, str, str]]) -> list[dict]:
   user = ("The task is:\n\n" + roles.question_block(item, cot=False)
           + "\n\nAt the same time, the output of other agents is as follows:\n\n"
-          + "".join(agent_block(k, r, t) for k, r, t in outputs) + DECISION_USER_END)
-  return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
+          + "".join(agent_block(k, r, t) for k, r, t in outputs)).rstrip()
+  # The reference's FinalRefer: the prompt set's decision role and constraint (`roles.decision_system`).
+  return [{"role": "system", "content": roles.decision_system(item.benchmark)}, {"role": "user", "content": user}]
 
 
 def seat_indices(agents: Sequence[RoundAgent]) -> list[int]:

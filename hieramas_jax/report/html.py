@@ -11,7 +11,8 @@ name): no network, no script, figures embedded as base64 PNG (matplotlib, Agg). 
 4. stage-1 and stage-2 training curves;
 5. the simulator's calibration (fit and validation, `results/calibration.json`);
 6. the sweep plots (`results/sweep_*.json`);
-7. every table of `results/` (`*.md`) rendered.
+7. HieraMAS's cost-accuracy frontier over cost weights k (`results/hieramas_frontier.json`);
+8. every table of `results/` (`*.md`) rendered.
 
 A missing input makes its section say what is missing and how to make it; nothing crashes. Every figure
 made on the simulated pool carries "simulated pool" in its title.
@@ -421,6 +422,22 @@ def sweeps_section(page: Page, results: pathlib.Path) -> str:
   return "".join(body)
 
 
+def frontier_section(page: Page, results: pathlib.Path) -> str:
+  from hieramas_jax.report.frontier import frontier_figure  # pylint: disable=import-outside-toplevel
+  record = _load(results / "hieramas_frontier.json")
+  if not record or "settings" not in record:
+    return missing("results/hieramas_frontier.json is missing: run `make frontier` (after `make reproduce-table1`).")
+  positions = "; ".join(f"{BENCHMARK_TITLES.get(s['benchmark'], s['benchmark'])} "
+                        f"{POOL_TITLES.get(s['pool'], s['pool'])}: {s['position']}"
+                        for s in record["settings"].values())
+  fig = frontier_figure(record)
+  fig.suptitle(_title("HieraMAS cost-accuracy frontier", _is_sim(record)))
+  return (f"<p>Where HieraMAS's frontier lies against the other methods' Pareto front: {html.escape(positions)}.</p>"
+          + page.figure(fig, "hieramas_frontier", "HieraMAS trained over cost weights k (both rewards, joined by k) "
+                        "against every Table 1 method (grey; dashed: their Pareto front); accuracy with its 95% "
+                        "bootstrap interval, mean USD per test query (log)."))
+
+
 def tables_section(results: pathlib.Path) -> str:
   from markdown_it import MarkdownIt  # pylint: disable=import-outside-toplevel
   md = MarkdownIt("commonmark", {"html": False}).enable("table")
@@ -438,6 +455,7 @@ SECTIONS: tuple[tuple[str, str, Callable], ...] = (
     ("curves", "Training curves (stage 1 and stage 2)", curves_section),
     ("calibration", "Calibration of the simulated pool", calibration_section),
     ("sweeps", "Sweeps (K, W)", sweeps_section),
+    ("frontier", "HieraMAS cost-accuracy frontier", frontier_section),
 )
 
 

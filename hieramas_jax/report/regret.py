@@ -10,6 +10,10 @@ System reward per query is `learn.rewards.system_reward` (utility minus cost, th
 The interval is a paired bootstrap over test queries: the three methods' outcomes on one query are
 resampled together, so the items' shared difficulty cancels (resamples where O <= R are left out and
 counted).
+
+Single-call methods (`SINGLE_CALL`: Base and CoT, one call of the strong model) are listed beside the
+three rows when the record holds them on the same test queries: a static one-call system is part of
+what HieraMAS competes with, and the search's space (multi-role configurations) does not contain it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from hieramas_jax.report.stats import N_BOOT
 
 REGRET_GOAL = 0.05
 ORACLE, LEARNED, RANDOM = "static_search", "hieramas", "random_config"
+SINGLE_CALL = ("base", "cot")
 
 
 def regret(oracle: float, learned: float | None, random: float) -> tuple[float | None, str | None]:
@@ -76,6 +81,13 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
     interval, dropped = (regret_interval(o, l, r, seed=zlib.crc32(rest.encode())) if value is not None
                          else (None, 0))
     fit = c.get("fit") or {}
+    single = {}
+    for m in SINGLE_CALL:
+      sc = cells.get(f"{m}|{rest}")
+      if sc is not None and sc["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
+        single[m] = {"reward": float(rewards(sc).mean()), "accuracy": sc["accuracy"],
+                     "mean_cost_usd": sc["mean_cost_usd"]}
+    best_single = max(single, key=lambda m: single[m]["reward"], default=None)
     entries[f"{c['benchmark']}/{c['pool']}/{c['setting']}/seed{c['seed']}"] = {
         "benchmark": c["benchmark"], "pool": c["pool"], "setting": c["setting"], "seed": c["seed"],
         "test_items": c["n"], "oracle_reward": float(o.mean()),
@@ -86,7 +98,9 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
         "oracle_accuracy": c["accuracy"], "oracle_mean_cost_usd": c["mean_cost_usd"],
         "learned_accuracy": None if learned is None else learned["accuracy"],
         "learned_mean_cost_usd": None if learned is None else learned["mean_cost_usd"],
-        "random_accuracy": rand["accuracy"],
+        "random_accuracy": rand["accuracy"], "single_call": single, "best_single_call": best_single,
+        "learned_beats_best_single_call": (None if l is None or best_single is None
+                                           else bool(float(l.mean()) > single[best_single]["reward"])),
         "oracle_configuration": fit.get("configuration"), "configurations_searched": fit.get("configurations_searched"),
         "search_training_usd": (c.get("training") or {}).get("cost_usd"),
         "run_dirs": {ORACLE: c["run_dir"], RANDOM: rand["run_dir"],
@@ -120,9 +134,9 @@ def short_configuration(configuration: Mapping[str, Any] | None) -> str:
 def regret_markdown(record: Mapping[str, Any]) -> str:
   """results/regret.md from the regret record."""
   lines = [f"# Oracle and regret ({record['label']})", "", record["what"], "", f"Goal: {record['goal']}.", "",
-           "| benchmark | pool | seed | learned | oracle | random | regret [95% CI] | oracle accuracy / $ per query | "
-           "learned accuracy / $ per query | configurations searched |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| benchmark | pool | seed | learned | oracle | random | best single call | regret [95% CI] | "
+           "oracle accuracy / $ per query | learned accuracy / $ per query | configurations searched |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
   for e in record["entries"].values():
     cell = _fmt(e["regret"], ".2f")
     if e["regret_ci95"]:
@@ -131,8 +145,10 @@ def regret_markdown(record: Mapping[str, Any]) -> str:
       cell += f" ({e['regret_reason']})"
     learned = (f"{e['learned_accuracy']:.1f}% / ${e['learned_mean_cost_usd']:.5f}" if e["learned_accuracy"] is not None
                else "n/a")
+    best = e.get("best_single_call")
+    single = f"{best} {_fmt(e['single_call'][best]['reward'])}" if best else "n/a"
     lines.append(f"| {e['benchmark']} | {e['pool']} | {e['seed']} | {_fmt(e['learned_reward'])} | "
-                 f"{_fmt(e['oracle_reward'])} | {_fmt(e['random_reward'])} | {cell} | "
+                 f"{_fmt(e['oracle_reward'])} | {_fmt(e['random_reward'])} | {single} | {cell} | "
                  f"{e['oracle_accuracy']:.1f}% / ${e['oracle_mean_cost_usd']:.5f} | {learned} | "
                  f"{e['configurations_searched']} |")
   lines += ["", "Oracle configurations (the same for every query):", ""]

@@ -102,18 +102,23 @@ def sweep_figure(record: Mapping[str, Any]):
   return fig
 
 
+def write_figure(fig, path: str | pathlib.Path) -> None:
+  """Saves a matplotlib figure as PNG atomically and closes it."""
+  from hieramas_jax.fileio import atomic_write_bytes  # pylint: disable=import-outside-toplevel
+  import io  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=110)
+  plt.close(fig)
+  atomic_write_bytes(path, buf.getvalue())
+
+
 def write_sweep(record: Mapping[str, Any], out_dir: str | pathlib.Path) -> list[pathlib.Path]:
   """results/sweep_<name>.{json,md,png}."""
-  from hieramas_jax.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text  # pylint: disable=C0415
-  import io  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # pylint: disable=C0415
   out_dir = pathlib.Path(out_dir)
   stem = out_dir / f"sweep_{record['name']}"
   atomic_write_json(stem.with_suffix(".json"), record)
   atomic_write_text(stem.with_suffix(".md"), sweep_markdown(record))
-  fig = sweep_figure(record)
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=110)
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  plt.close(fig)
-  atomic_write_bytes(stem.with_suffix(".png"), buf.getvalue())
+  write_figure(sweep_figure(record), stem.with_suffix(".png"))
   return [stem.with_suffix(s) for s in (".json", ".md", ".png")]

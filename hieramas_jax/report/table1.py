@@ -239,9 +239,14 @@ def table11_markdown(derived: Mapping[str, Any]) -> str:
   rows = [r for r in _rows(derived) if any(g["label"] == r and g["training_cost_usd"]
                                            for g in derived["groups"].values())]
   return _cost_table(derived, "Table 11 (training cost)",
-                     "Cell: USD of every LLM call made while fitting (training rollouts, validation, search; a call "
-                     "replayed from the response cache counts at its original cost) · the paper's figure where "
-                     "published. Inference-only variants that load another run's fit are left out.",
+                     "Cell: USD of every LLM call made while fitting (a call replayed from the response cache counts "
+                     "at its original cost) · the paper's figure where published. What each includes: HieraMAS (both "
+                     "recipes): stage-1 rollouts, validation runs and stage-2 data collection (the classifier fit and "
+                     "the sentence encoder make no LLM call); GDesigner and MASRouter: their training rollouts; AFlow: "
+                     "the candidate workflows' evaluations only: this suite's AFlow edits workflows with operators "
+                     "instead of an optimizer LLM writing code, so the optimizer LLM's cost, part of the paper's "
+                     "figure, is left out; the best static configuration: its search's evaluations. Inference-only "
+                     "variants that load another run's fit are left out.",
                      rows, lambda g: g.get("training_cost_usd_mean"),
                      paper.TABLE11)
 

@@ -39,12 +39,14 @@ class AFlowConfig:
     sample: parents considered per round (4).
     validation_runs: runs of each workflow over the validation queries, averaged (validation_rounds 5).
     max_val: most validation queries used (0: all of the cell's val split).
+    review_revise: also offer Review/Revise edits (AFlow's run script offers them on none of our benchmarks).
   """
 
   rounds: int = 10
   sample: int = search.SAMPLE
   validation_runs: int = 1
   max_val: int = 0
+  review_revise: bool = False
 
   def __post_init__(self):
     if self.rounds < 1 or self.sample < 1 or self.validation_runs < 1 or self.max_val < 0:
@@ -96,7 +98,8 @@ class AFlow:
       rounds.append(search.Round(1, Workflow(), None, None, score, cost))
       save()
     while len(rounds) < self.config.rounds:
-      child = await search.search_step(rounds, evaluate, self.benchmark, seed=self.seed, sample=self.config.sample)
+      child = await search.search_step(rounds, evaluate, self.benchmark, seed=self.seed, sample=self.config.sample,
+                                         review_revise=self.config.review_revise)
       if child is None:
         break  # every modification of the top workflows has been tried
       rounds.append(child)

@@ -82,12 +82,12 @@ def select_parent(rounds: Sequence[Round], rng: np.random.Generator, sample: int
   return candidates[int(rng.choice(len(candidates), p=mixed_probabilities([r.score for r in candidates])))]
 
 
-def propose(parent: Round, rounds: Sequence[Round], benchmark: str,
-            rng: np.random.Generator) -> tuple[str, Workflow] | None:
+def propose(parent: Round, rounds: Sequence[Round], benchmark: str, rng: np.random.Generator, *,
+            review_revise: bool = False) -> tuple[str, Workflow] | None:
   """A modification of `parent` not yet tried from it and leading to an unevaluated workflow (None: none left)."""
   tried = {r.modification for r in rounds if r.parent == parent.round}
   evaluated = {r.workflow.key for r in rounds}
-  options = [(label, w) for label, w in edits(parent.workflow, benchmark)
+  options = [(label, w) for label, w in edits(parent.workflow, benchmark, review_revise=review_revise)
              if label not in tried and w.key not in evaluated]
   if not options:
     return None
@@ -98,13 +98,13 @@ Evaluate = Callable[[Workflow], Awaitable[tuple[float, float]]]
 
 
 async def search_step(rounds: Sequence[Round], evaluate: Evaluate, benchmark: str, *, seed: int,
-                      sample: int = SAMPLE) -> Round | None:
+                      sample: int = SAMPLE, review_revise: bool = False) -> Round | None:
   """One round: select a parent, propose a modification, evaluate it. None when nothing is left to try."""
   number = max(r.round for r in rounds) + 1
   rng = np.random.default_rng([seed, _STREAM, number])
   for _ in range(MAX_RETRIES):
     parent = select_parent(rounds, rng, sample)
-    proposal = propose(parent, rounds, benchmark, rng)
+    proposal = propose(parent, rounds, benchmark, rng, review_revise=review_revise)
     if proposal is not None:
       label, child = proposal
       score, cost = await evaluate(child)

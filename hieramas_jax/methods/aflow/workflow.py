@@ -12,6 +12,13 @@ Operators (after FoundationAgents/AFlow `scripts/operators.py`; prompts in its s
 
 A `Workflow` fixes which operators run and how often; `run_workflow` executes it for one query with the
 setting's strong model (AFlow's executor LLM) and returns the trace.
+
+As AFlow runs it: the initial workflow is one Custom call with an empty instruction (its
+`round_1/graph.py`: `custom(input=problem, instruction="")`), and the operators offered per benchmark are
+its run script's (`run.py` EXPERIMENT_CONFIGS): MATH Custom, ScEnsemble, Programmer; HumanEval Custom,
+ScEnsemble, Test (CustomCodeGenerate is our Custom with the code answer format); MMLU-Redux, which AFlow
+does not run, the QA set's Custom and ScEnsemble (AnswerGenerate left out). Review/Revise are offered only
+with `review_revise=True` (this suite's earlier search).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from hieramas_jax.methods.aflow import execute
 from hieramas_jax.methods.voting import extract_answer, majority_vote
 
 INSTRUCTIONS = {
+    "empty": "",
     "step_by_step": "Solve the following problem. Think step by step, then give the final answer.\n\n",
     "direct": "Answer the following problem concisely.\n\n",
     "plan_then_solve": ("First make a short plan for the following problem, then carry the plan out step by step "
@@ -103,14 +111,14 @@ class Workflow:
   """An operator composition.
 
   Attributes:
-    instruction: the Custom operator's instruction (a key of INSTRUCTIONS).
+    instruction: the Custom operator's instruction (a key of INSTRUCTIONS; AFlow's initial one is empty).
     samples: Custom calls; more than one adds ScEnsemble over them.
     programmer: run the Programmer first (MATH only).
     reviews: Review (+ Revise on a False verdict) loops after the solution.
     test: run the Test operator last (HumanEval+ only).
   """
 
-  instruction: str = "step_by_step"
+  instruction: str = "empty"
   samples: int = 1
   programmer: bool = False
   reviews: int = 0
@@ -144,11 +152,12 @@ class Workflow:
     return dataclasses.asdict(self)
 
 
-def edits(workflow: Workflow, benchmark: str) -> list[tuple[str, Workflow]]:
+def edits(workflow: Workflow, benchmark: str, *, review_revise: bool = False) -> list[tuple[str, Workflow]]:
   """Every one-step modification of a workflow: (a short label, the modified workflow).
 
-  These stand in for the code edits AFlow's optimizer LLM writes: add or drop an operator, change a
-  count, change the instruction.
+  These stand in for the code edits AFlow's optimizer LLM writes: add or drop an operator of the
+  benchmark's set (module docstring), change a count, change the instruction. Review/Revise only with
+  `review_revise`.
   """
   out = []
 
@@ -159,7 +168,7 @@ def edits(workflow: Workflow, benchmark: str) -> list[tuple[str, Workflow]]:
     add("+ ScEnsemble" if workflow.samples == 1 else "~ more samples", samples=min(MAX_SAMPLES, workflow.samples + 2))
   if workflow.samples > 1:
     add("- ScEnsemble" if workflow.samples <= 3 else "~ fewer samples", samples=max(1, workflow.samples - 2))
-  if workflow.reviews < MAX_REVIEWS:
+  if workflow.reviews < MAX_REVIEWS and review_revise:
     add("+ Review/Revise", reviews=workflow.reviews + 1)
   if workflow.reviews > 0:
     add("- Review/Revise", reviews=workflow.reviews - 1)

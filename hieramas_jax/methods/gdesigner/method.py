@@ -50,6 +50,9 @@ class GDesignerConfig:
     rounds: communication rounds per query (reference 3).
     temperature: edge-probability temperature (reference 1).
     encoder: sentence encoder of role profiles and queries (reference all-MiniLM-L6-v2).
+    dropout: GCN dropout while training (reference 0.5).
+    edge_range: edge scores min-max normalised to "symmetric" [-1, 1] (reference) or "unit" [0, 1].
+    train_params: "gcn" (reference: the optimizer holds only the GCN's parameters) or "all".
   """
 
   iterations: int = 10
@@ -58,8 +61,16 @@ class GDesignerConfig:
   rounds: int = 3
   temperature: float = 1.0
   encoder: str = DEFAULT_MODEL
+  dropout: float = 0.5
+  edge_range: str = "symmetric"
+  train_params: str = "gcn"
 
   def __post_init__(self):
+    if self.edge_range not in model.EDGE_RANGES or self.train_params not in model.TRAIN_PARAMS:
+      raise ValueError(f"gdesigner edge_range must be one of {model.EDGE_RANGES} and train_params one of "
+                       f"{model.TRAIN_PARAMS}; got {self.edge_range!r}, {self.train_params!r}")
+    if not 0.0 <= self.dropout < 1.0:
+      raise ValueError(f"gdesigner dropout must be in [0, 1), got {self.dropout}")
     for name in ("batch_size", "rounds"):
       if getattr(self, name) < 1:
         raise ValueError(f"gdesigner {name} must be >= 1, got {getattr(self, name)}")
@@ -76,7 +87,8 @@ class GDesigner:
   def __init__(self, benchmark: str, pool: str, seed: int = 0, config: GDesignerConfig = GDesignerConfig()):
     self.benchmark, self.pool_name, self.seed, self.config = benchmark, pool, seed, config
     self.roles = roles.roles_for(benchmark)
-    self.net = model.TopologyNet(num_nodes=len(self.roles), temperature=config.temperature)
+    self.net = model.TopologyNet(num_nodes=len(self.roles), temperature=config.temperature, dropout=config.dropout,
+                                 edge_range=config.edge_range)
     self.params = None
     self._role_emb: np.ndarray | None = None
     self.queries = QueryEmbeddings(config.encoder)
@@ -93,11 +105,12 @@ class GDesigner:
   def _fresh_state(self) -> dict[str, Any]:
     role_emb = self._role_embeddings()
     params = model.init_params(jax.random.key(self.seed), self.net, role_emb, role_emb.shape[1])
-    return {"params": params, "opt_state": optax.adam(self.config.lr).init(params), "step": jnp.int32(0)}
+    return {"params": params, "opt_state": model.make_optimizer(self.config.lr, self.config.train_params).init(params),
+            "step": jnp.int32(0)}
 
-  def _probs(self, query_emb: np.ndarray) -> np.ndarray:
+  def _probs(self, query_emb: np.ndarray, dropout_rng=None) -> np.ndarray:
     graph = model.query_graphs(self._role_embeddings(), query_emb)
-    return np.asarray(model.edge_probs(self.params, graph, net=self.net))
+    return np.asarray(model.edge_probs(self.params, graph, dropout_rng, net=self.net))
 
   def _rounds_config(self, adjs: Sequence[np.ndarray], strong: str) -> RoundsConfig:
     agents = tuple(RoundAgent(r, strong) for r in self.roles)
@@ -121,7 +134,9 @@ class GDesigner:
       query_emb = await self.queries.get([it.question for it in batch])
       self.params = state["params"]
       # Jitted calls in a worker thread: the first compiles for seconds while other cells keep running.
-      probs = await asyncio.to_thread(self._probs, query_emb)
+      # One training-mode pass (dropout key of this step) gives the draws and, recomputed, the loss.
+      dropout_rng = jax.random.fold_in(jax.random.key(self.seed), step)
+      probs = await asyncio.to_thread(self._probs, query_emb, dropout_rng)
       draws = [model.sample_rounds(probs[b], self.config.rounds, np.random.default_rng([self.seed, _TRAIN_STREAM,
                                                                                           step, b]))
                for b in range(len(batch))]
@@ -138,7 +153,7 @@ class GDesigner:
       chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
       new_state, loss = await off_loop(
           model.train_step, state, model.query_graphs(self._role_embeddings(), query_emb), considered, chosen,
-          utility, net=self.net, lr=self.config.lr)
+          utility, dropout_rng, net=self.net, lr=self.config.lr, train_params=self.config.train_params)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"gdesigner: non-finite loss at step {step}")
       state = new_state

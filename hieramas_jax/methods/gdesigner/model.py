@@ -3,9 +3,10 @@
 Per query, over the benchmark's N role agents:
 
   X   = [role-profile embedding ; query embedding]                 [N, 2D]   (`construct_new_features`)
-  H   = GCN2(relu(GCN1(X, A))),  A = the anchor role graph         [N, D]    (2 GCN layers, hidden 16)
+  H   = GCN2(dropout(relu(GCN1(X, A)))),  A = the anchor role graph [N, D]  (2 GCN layers, hidden 16,
+                                                                             dropout 0.5 while training)
   Z   = MLP(H)                                                     [N, 16]   (16 -> relu -> 16)
-  S   = min-max-normalise(Z Z^T) over all N^2 entries              [N, N]    in [0, 1]
+  S   = min-max-normalise(Z Z^T) over all N^2 entries              [N, N]    in [-1, 1] (reference)
   p   = sigmoid(S / temperature)                                   edge probabilities (temperature 1)
 
 The GCN runs through `jraph.GraphConvolution` over the anchor graph as a `jraph.GraphsTuple`, batched over
@@ -15,12 +16,15 @@ and jraph's segment sums handle any N without padding code of our own.
 Edges are then sampled on the host, in the reference order (every ordered pair i -> j, i-major): a pair
 whose edge would close a cycle (i reachable from j) is skipped and contributes nothing; every other pair
 is drawn Bernoulli(p_ij) and contributes log p or log(1 - p) to the query's log-probability. One fresh
-DAG per round (3 rounds). Training is plain REINFORCE on the 0/1 utility, as in the public code:
+DAG per round (3 rounds). Training is plain REINFORCE on the 0/1 utility, as in the public code, and as
+there only the GCN's parameters are optimised (its optimizer is built over `gcn.parameters()`): the MLP
+stays at its seeded initialisation (`make_optimizer`, `train_params="gcn"`):
 
   loss = - mean_b [ u_b * sum_rounds sum_considered (s log p + (1 - s) log(1 - p)) ]
 
-Min-max normalisation then a sigmoid at temperature 1 keeps every edge probability in [0.5, 0.73]: a
-property of the reference code, kept (docs/methods.md).
+Min-max normalisation to [-1, 1] then a sigmoid at temperature 1 keeps every edge probability in
+[0.27, 0.73]: a property of the reference code, kept (docs/methods.md). `edge_range="unit"` ([0, 1],
+probabilities in [0.5, 0.73]) and `train_params="all"` are this suite's earlier variants.
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ class TopologyNet(nn.Module):
     gcn_out: second GCN layer width (reference: the embedding width, 384).
     mlp_hidden, mlp_out: the MLP widths (reference 16, 16).
     temperature: the sigmoid's temperature (reference 1).
+    dropout: dropout after the first GCN layer while training (reference 0.5).
+    edge_range: "symmetric" (min-max to [-1, 1], reference) or "unit" ([0, 1]).
   """
 
   num_nodes: int
@@ -90,25 +96,48 @@ class TopologyNet(nn.Module):
   mlp_hidden: int = 16
   mlp_out: int = 16
   temperature: float = 1.0
+  dropout: float = 0.5
+  edge_range: str = "symmetric"
 
   @nn.compact
-  def __call__(self, graph: jraph.GraphsTuple) -> jax.Array:
+  def __call__(self, graph: jraph.GraphsTuple, *, deterministic: bool = True) -> jax.Array:
     gcn1 = jraph.GraphConvolution(nn.Dense(self.gcn_hidden, name="gcn1"), add_self_edges=True)
     gcn2 = jraph.GraphConvolution(nn.Dense(self.gcn_out, name="gcn2"), add_self_edges=True)
     h = gcn1(graph)
-    h = gcn2(h._replace(nodes=jax.nn.relu(h.nodes)))
+    hidden = nn.Dropout(self.dropout)(jax.nn.relu(h.nodes), deterministic=deterministic)
+    h = gcn2(h._replace(nodes=hidden))
     z = nn.Dense(self.mlp_out, name="mlp_out")(jax.nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden")(h.nodes)))
     z = z.reshape(-1, self.num_nodes, self.mlp_out)
     scores = jnp.einsum("bif,bjf->bij", z, z)
     lo = scores.min(axis=(1, 2), keepdims=True)
     hi = scores.max(axis=(1, 2), keepdims=True)
     normed = (scores - lo) / jnp.maximum(hi - lo, 1e-12)
+    if self.edge_range == "symmetric":
+      normed = 2.0 * normed - 1.0
     return jax.nn.sigmoid(normed / self.temperature)
 
 
+TRAIN_PARAMS = ("gcn", "all")
+EDGE_RANGES = ("symmetric", "unit")
+
+
+def make_optimizer(lr: float, train_params: str = "gcn") -> optax.GradientTransformation:
+  """Adam over the GCN layers only ("gcn", the reference) or over every parameter ("all")."""
+  if train_params not in TRAIN_PARAMS:
+    raise ValueError(f"train_params must be one of {TRAIN_PARAMS}, got {train_params!r}")
+  if train_params == "all":
+    return optax.adam(lr)
+  labels = lambda params: {k: ("train" if k.startswith("gcn") else "frozen") for k in params}
+  return optax.multi_transform({"train": optax.adam(lr), "frozen": optax.set_to_zero()}, labels)
+
+
 @functools.partial(jax.jit, static_argnames=("net",))
-def edge_probs(params, graph: jraph.GraphsTuple, *, net: TopologyNet) -> jax.Array:
-  return net.apply({"params": params}, graph)
+def edge_probs(params, graph: jraph.GraphsTuple, dropout_rng=None, *, net: TopologyNet) -> jax.Array:
+  """[B, N, N] edge probabilities; with `dropout_rng` in training mode (dropout on, as the reference's
+  training forward pass), else deterministic."""
+  if dropout_rng is None:
+    return net.apply({"params": params}, graph)
+  return net.apply({"params": params}, graph, deterministic=False, rngs={"dropout": dropout_rng})
 
 
 def init_params(rng: jax.Array, net: TopologyNet, role_emb: np.ndarray, query_dim: int):
@@ -166,14 +195,18 @@ def reinforce_loss(probs: jax.Array, considered: jax.Array, chosen: jax.Array, u
   return -jnp.mean(utility * log_prob(probs, considered, chosen))
 
 
-def loss_fn(params, graph, considered, chosen, utility, *, net: TopologyNet):
-  return reinforce_loss(net.apply({"params": params}, graph), considered, chosen, utility)
+def loss_fn(params, graph, considered, chosen, utility, dropout_rng, *, net: TopologyNet):
+  return reinforce_loss(edge_probs(params, graph, dropout_rng, net=net), considered, chosen, utility)
 
 
-@functools.partial(jax.jit, static_argnames=("net", "lr"))
-def train_step(state, graph, considered, chosen, utility, *, net: TopologyNet, lr: float):
-  """One Adam update of {"params", "opt_state", "step"} on a batch's draws; returns (state, loss)."""
-  loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, considered, chosen, utility, net=net)
-  updates, opt_state = optax.adam(lr).update(grads, state["opt_state"], state["params"])
+@functools.partial(jax.jit, static_argnames=("net", "lr", "train_params"))
+def train_step(state, graph, considered, chosen, utility, dropout_rng, *, net: TopologyNet, lr: float,
+               train_params: str = "gcn"):
+  """One Adam update of {"params", "opt_state", "step"} on a batch's draws; returns (state, loss).
+
+  Pass the `dropout_rng` the draws were sampled with (`edge_probs(..., dropout_rng)`): the loss then sees
+  the same dropout mask, as the reference's one training-mode forward pass does."""
+  loss, grads = jax.value_and_grad(loss_fn)(state["params"], graph, considered, chosen, utility, dropout_rng, net=net)
+  updates, opt_state = make_optimizer(lr, train_params).update(grads, state["opt_state"], state["params"])
   return {"params": optax.apply_updates(state["params"], updates), "opt_state": opt_state,
           "step": state["step"] + 1}, loss

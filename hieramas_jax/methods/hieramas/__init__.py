@@ -1,7 +1,9 @@
 """HieraMAS (paper Sec. 3): learned supernode LLM selection + GCN topology selection, end to end.
 
-Registered as "hieramas". The heavy parts (JAX, the sentence encoder) are imported only when the
-method is built, so `make_method("base")` stays as cheap as before.
+Registered as "hieramas" (as published: the paper, and the reference code where the paper is silent) and
+"hieramas_total_cost" (this suite's earlier recipe, `config.TOTAL_COST_RECIPE`, beyond the paper). The
+heavy parts (JAX, the sentence encoder) are imported only when the method is built, so
+`make_method("base")` stays as cheap as before.
 
   rollout.py   policy choices + a DAG -> MASConfig -> run_mas over HTTP -> graded node/system rewards
   training.py  stage 1 (REINFORCE, multi-level rewards) and stage 2 (contrastive GCN labels) loops
@@ -30,3 +32,12 @@ def make_hieramas(*, benchmark: str | None = None, pool: str | None = None, seed
       if value is not None and getattr(config, name) != value:
         raise HieraMASError(f"config.{name} is {getattr(config, name)!r} but the cell's is {value!r}")
   return HieraMAS(config)
+
+
+@register("hieramas_total_cost", per_cell=True)
+def make_hieramas_total_cost(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, **fields):
+  """HieraMAS with `config.TOTAL_COST_RECIPE` (fields given here override it): the same runner, its own row."""
+  from hieramas_jax.methods.hieramas.config import TOTAL_COST_RECIPE  # pylint: disable=import-outside-toplevel
+  method = make_hieramas(benchmark=benchmark, pool=pool, seed=seed, **{**TOTAL_COST_RECIPE, **fields})
+  method.name = "hieramas_total_cost"
+  return method

@@ -1,15 +1,21 @@
 """The HieraMAS method: `fit(train, val, ctx=...)` trains both stages; `solve(ctx, item)` is inference.
 
-Inference (paper Sec. 3.5): the policy fixes every supernode (argmax per position, skip included),
-the classifier scores all K candidate DAGs of the pool in one jitted call (`gcn.score_prepared` on a
-pool prepared once), G* = argmax, and the MAS runs once. The runner (`experiment.evaluate`) grades.
+Inference (paper Sec. 3.5): the policy fixes every supernode (config `inference`: the reference's
+top-N rotation with its drop cap, `policy.rotation_choices`, seeded per query by the run seed and the
+item id; or "greedy", argmax per position with skip included), the classifier scores all K candidate
+DAGs of the pool in one jitted call (`gcn.score_prepared` on a pool prepared once), G* = argmax, and
+the MAS runs once. With `consensus`, an answer every active role shares is final (reference). The
+runner (`experiment.evaluate`) grades.
+
+Stage 1 and stage-2 data use `stage1_proposers` proposer positions (reference: 6 on MMLU-Redux);
+inference fills `num_proposers` slots from the rotation, so the two may differ.
 
 Ablations (paper Table 2), chosen by the config, not by code paths hidden elsewhere:
 - graph_mode="random_vote" (w/o Graph): `vote_graphs` graphs drawn from the pool (seeded by the run
   seed and the item id), the MAS runs on each, the answer is the majority vote over their final
-  answers (`methods.voting`; the paper says "averaged outputs"); cost is the sum of all runs.
+  answers (`methods.voting`); the reference's --random_graph is vote_graphs = 1 (one graph, one run).
 - llm_mode="strong" (w/o LLM Selection): the setting's strong model at every proposer and
-  synthesizer position, on the classifier's G*.
+  synthesizer position, on the classifier's G*; under the rotation its drop rule still applies.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ENCODER_LOCK
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
-from hieramas_jax.methods.hieramas.rollout import Setup
+from hieramas_jax.methods.hieramas.rollout import Setup, consensus_index
 from hieramas_jax.methods.voting import majority_vote
 
 log = logging.getLogger(__name__)
@@ -73,6 +79,8 @@ class HieraMAS:
   def __init__(self, config: HieraMASConfig | None = None):
     self.config = config or HieraMASConfig()
     self.setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.num_proposers)
+    # Stage 1 and the stage-2 data run with stage1_proposers positions (the policy's shape).
+    self.train_setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.stage1_proposers)
     self._emb: training.Embeddings | None = None
     self.policy_state = None
     self.scorer_params = None
@@ -91,7 +99,7 @@ class HieraMAS:
   @property
   def embeddings(self) -> training.Embeddings:
     if self._emb is None:
-      self._emb = training.Embeddings(self.setup, self.config.encoder)
+      self._emb = training.Embeddings(self.train_setup, self.config.encoder)
     return self._emb
 
   async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
@@ -132,7 +140,7 @@ class HieraMAS:
     emb = await self._embed(list(train) + list(val))
     cfg = self.config
     bound = ctx.query_bound(cfg.max_queries)
-    best = await training.train_stage1(ctx.client, self.setup, emb, train, val, cfg, state_dir,
+    best = await training.train_stage1(ctx.client, self.train_setup, emb, train, val, cfg, state_dir,
                                        settings=ctx.settings, writer=ctx.writer, progress=ctx.progress, bound=bound,
                                        on_checkpoint=ctx.commit)
     # Explicit: the best checkpoint, from disk, checked (not whatever the loop's state ended at).
@@ -145,7 +153,7 @@ class HieraMAS:
     else:
       data = training.load_stage2_data(state_dir)
       if data is None:
-        data = await training.collect_stage2(ctx.client, self.setup, emb, self.policy_state, train, cfg,
+        data = await training.collect_stage2(ctx.client, self.train_setup, emb, self.policy_state, train, cfg,
                                              settings=ctx.settings, progress=ctx.progress, bound=bound)
         training.save_stage2_data(data, state_dir)
         ctx.commit()
@@ -201,10 +209,20 @@ class HieraMAS:
     if self.policy_state is None or self.scorer_params is None:
       raise HieraMASError("HieraMAS.solve before fit() or load()")
     emb = self.embeddings
-    if self.config.llm_mode == "strong":
-      choices = self.setup.strong_choices()
+    inputs = emb.policy_inputs(emb.query_role([item]))
+    cfg = self.config
+    if cfg.inference == "rotation":
+      rng = np.random.default_rng([cfg.seed, training.INFERENCE_TAG, 1, zlib.crc32(item.id.encode())])
+      logits = np.asarray(policy_lib.logits(self.policy_state.params, inputs, net=self.policy_state.net))[0]
+      choices = policy_lib.rotation_choices(logits, rng, cfg.num_proposers, top_n=cfg.rotation_top_n,
+                                            max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable)
     else:
-      choices = np.asarray(stage1_lib.greedy(self.policy_state, emb.policy_inputs(emb.query_role([item]))))[0]
+      choices = np.asarray(stage1_lib.greedy(self.policy_state, inputs))[0]
+    if cfg.llm_mode == "strong":
+      strong = self.setup.strong_choices()
+      if cfg.inference == "rotation":  # the reference's --fixed_llm keeps the role-drop rule
+        strong[choices[:, -1] == self.setup.skip_index, -1] = self.setup.skip_index
+      choices = strong
     scores = np.asarray(gcn_lib.score_prepared(self.scorer_params, emb.queries([item]), emb.role_emb, self._prepared,
                                                net=self._scorer))[0]
     return choices, scores
@@ -237,6 +255,11 @@ class HieraMAS:
       active = configs[vote.winner][1]
       trace.extra.update(self._graph_record(int(graphs[vote.winner]), scores))
       trace.extra["vote_graphs"] = [int(g) for g in graphs]
+    if self.config.consensus:
+      agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))])
+      if agreed is not None:
+        trace.final_text = trace.node_texts[agreed]
+        trace.extra["consensus"] = {"node": int(agreed)}
     trace.extra.update({"choices": names, "active_roles": [int(a) for a in active],
                         "llm_mode": self.config.llm_mode, "graph_mode": self.config.graph_mode,
                         "policy_models": list(self.setup.models) + ["skip"],

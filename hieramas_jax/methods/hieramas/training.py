@@ -47,7 +47,7 @@ from hieramas_jax.llm.registry import get_model
 from hieramas_jax.mas.runtime import ChatClient, RunSettings
 from hieramas_jax.methods.common import off_loop
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
-from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards, run_rollouts, system_rewards
+from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards, rollout_system_rewards, run_rollouts
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,9 @@ def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
   return stage1_lib.Stage1Config(learning_rate=cfg.stage1_lr, weight_decay=cfg.stage1_weight_decay,
                                  clip_norm=cfg.stage1_clip, entropy_coef=cfg.stage1_entropy,
                                  total_steps=max(cfg.stage1_steps, 1), tau_start=cfg.stage1_tau_start,
-                                 tau_end=cfg.stage1_tau_end, samples_per_query=cfg.stage1_samples)
+                                 tau_end=cfg.stage1_tau_end, samples_per_query=cfg.stage1_samples,
+                                 baseline=cfg.stage1_baseline, sampling=cfg.stage1_sampling,
+                                 learning_rate_end=cfg.stage1_lr_end)
 
 
 def policy_net(cfg: HieraMASConfig) -> policy_lib.LLMSelectionPolicy:
@@ -143,11 +145,11 @@ class Validation:
     return self.accuracy + 1e-4 * self.mean_reward
 
 
-def summarize_rollouts(rollouts: Sequence[Rollout], k: float) -> Validation:
+def summarize_rollouts(rollouts: Sequence[Rollout], k: float, system_cost: str) -> Validation:
+  """Accuracy, mean system reward (charging `system_cost`) and mean total USD of a batch."""
   solved = np.array([r.system_solved for r in rollouts], bool)
-  cost = np.array([r.system_cost for r in rollouts])
-  reward = system_rewards(solved, cost, k=k)
-  return Validation(float(solved.mean()), float(reward.mean()), float(cost.mean()))
+  reward = rollout_system_rewards(rollouts, k=k, system_cost=system_cost)
+  return Validation(float(solved.mean()), float(reward.mean()), float(np.mean([r.system_cost for r in rollouts])))
 
 
 BEST_FILE = "best.json"
@@ -202,8 +204,8 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
       # meanwhile keeps serving the other cells of a table.
       choices = np.asarray(await off_loop(stage1_lib.greedy, state, val_inputs))
       rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=bound,
-                                    grade_nodes=False)
-      v = summarize_rollouts(rollouts, cfg.reward_k)
+                                    grade_nodes=False, consensus=cfg.consensus)
+      v = summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost)
       metric = v.metric(cfg.stage1_select_by)
       improved = best is None or metric > best["metric"]
       # Only strict improvements reach the best manager, so it never has to break a tie itself.
@@ -231,18 +233,20 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         graphs = random_graphs(keys["graph"], len(idx), setup.num_roles, cfg.stage1_min_density,
                                cfg.stage1_max_density, fold=step)
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
-                                      bound=bound)
-        rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k)
-        effective = stage1_lib.effective_positions(choices, [r.active_roles for r in rollouts])
+                                      bound=bound, consensus=cfg.consensus)
+        rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k, system_cost=cfg.system_cost,
+                                role_checkable=setup.checkable)
+        effective = None
+        if cfg.stage1_mask_unused:
+          effective = jnp.asarray(stage1_lib.effective_positions(choices, [r.active_roles for r in rollouts]))
         system = None
         if cfg.activation_credit == "system":
-          system = jnp.asarray(system_rewards([r.system_solved for r in rollouts], [r.system_cost for r in rollouts],
-                                              k=cfg.reward_k))
-        batch = stage1_lib.Stage1Batch(inputs, choices, jnp.asarray(rewards), tau, jnp.asarray(effective), system)
+          system = jnp.asarray(rollout_system_rewards(rollouts, k=cfg.reward_k, system_cost=cfg.system_cost))
+        batch = stage1_lib.Stage1Batch(inputs, choices, jnp.asarray(rewards), tau, effective, system)
         state, metrics = await off_loop(stage1_lib.update_step, state, batch, keys["update"])
         stage1_lib.check_finite(metrics, step)
         done = step + 1
-        summary = summarize_rollouts(rollouts, cfg.reward_k)
+        summary = summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost)
         skip_rate = float((np.asarray(choices) == setup.skip_index).mean())
         if writer is not None:
           writer.write_scalars(done, {
@@ -313,7 +317,8 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   """Runs every training query on `stage2_graphs` random DAGs with the frozen greedy policy.
 
   Returns arrays: query_emb [Q, D], choices [Q, R, P], adjacency [Q, G, R, R], solved [Q, G],
-  cost [Q, G], reward [Q, G], labels [Q, G]. Graphs of query i come from fold_in(k_graphs, i).
+  cost [Q, G] (total USD), decision_cost [Q, G], reward [Q, G] (stage 1's system reward), labels [Q, G].
+  Graphs of query i come from fold_in(k_graphs, i).
   """
   keys = stage2_keys(cfg)
   g = cfg.stage2_graphs
@@ -330,7 +335,7 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   async def one(i):
     (r,) = await run_rollouts(client, setup, [flat_items[i]], flat_choices[i:i + 1],
                               adjacency.reshape(-1, setup.num_roles, setup.num_roles)[i:i + 1], settings, bound=sem,
-                              grade_nodes=False)
+                              grade_nodes=False, consensus=cfg.consensus)
     bar.update(1)
     return r
 
@@ -340,10 +345,12 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
     bar.close()
   solved = np.array([r.system_solved for r in rollouts]).reshape(len(train), g)
   cost = np.array([r.system_cost for r in rollouts]).reshape(len(train), g)
-  reward = system_rewards(solved, cost, k=cfg.reward_k)
+  decision = np.array([r.decision_cost for r in rollouts]).reshape(len(train), g)
+  # The same system reward as stage 1's (reference: the decision node's cost under "decision").
+  reward = rollout_system_rewards(rollouts, k=cfg.reward_k, system_cost=cfg.system_cost).reshape(len(train), g)
   labels = stage2_lib.contrastive_labels(reward, top_k=cfg.stage2_top_k)
   return {"query_emb": emb.queries(train), "choices": choices, "adjacency": adjacency, "solved": solved,
-          "cost": cost, "reward": reward, "labels": labels}
+          "cost": cost, "decision_cost": decision, "reward": reward, "labels": labels}
 
 
 def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray, drop_ties: bool = True) -> stage2_lib.Stage2Batch:
@@ -357,7 +364,8 @@ def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray, drop_ties: b
 
 
 def stage2_config(cfg: HieraMASConfig) -> stage2_lib.Stage2Config:
-  return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
+  return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, weight_decay=cfg.stage2_weight_decay,
+                                 epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
                                  patience=cfg.stage2_patience, top_k=cfg.stage2_top_k,
                                  val_fraction=cfg.stage2_val_fraction)
 

@@ -35,6 +35,7 @@ from hieramas_jax.learn.encoder import DEFAULT_MODEL
 from hieramas_jax.llm.registry import POOLS, get_model, get_pool
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
+from hieramas_jax.mas.runtime import RunSettings
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
@@ -87,6 +88,8 @@ class MASRouterConfig:
     max_agents: most agents per system (6).
     cost_rate: utility's cost rate; 0: the benchmark's reference value.
     encoder: sentence encoder (all-MiniLM-L6-v2).
+    temperature: sampling temperature of every routed agent's call (the public code's 1.0; the suite's
+      shared RunSettings use the HieraMAS reference's 0.2).
   """
 
   epochs: int = 2
@@ -96,10 +99,13 @@ class MASRouterConfig:
   max_agents: int = 6
   cost_rate: float = 0.0
   encoder: str = DEFAULT_MODEL
+  temperature: float = 1.0
 
   def __post_init__(self):
     if self.epochs < 0 or self.max_batches < 0 or self.batch_size < 0 or self.max_agents < 1 or self.lr <= 0:
       raise ValueError("masrouter needs epochs, max_batches, batch_size >= 0, max_agents >= 1, lr > 0")
+    if self.temperature < 0:
+      raise ValueError(f"masrouter temperature must be >= 0, got {self.temperature}")
 
 
 def mode_graph(mode: str, n: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -185,6 +191,10 @@ class MASRouter:
     params = model.init_params(jax.random.key(self.seed), model.RouterInputs(one, one, one, one, one), net=self.net)
     return {"params": params, "opt_state": optax.adam(self.config.lr).init(params), "step": jnp.int32(0)}
 
+  def _settings(self, ctx: RunContext) -> RunSettings:
+    """The run's settings at MASRouter's own temperature (reference 1.0)."""
+    return dataclasses.replace(ctx.settings, temperature=self.config.temperature)
+
   def system(self, choices: model.Choices, b: int) -> tuple[str, RoundsConfig]:
     """The b-th query's sampled system as (mode name, a runnable round graph)."""
     mode = MODES[int(choices.mode[b])][0]
@@ -224,7 +234,7 @@ class MASRouter:
 
       async def one(b):
         async with bound:
-          trace = await run_rounds(ctx.client, batch[b], systems[b][1], ctx.settings, method=self.name)
+          trace = await run_rounds(ctx.client, batch[b], systems[b][1], self._settings(ctx), method=self.name)
         grade = await graders.grade_async(batch[b], trace.final_text)
         return float(grade.correct), trace.cost_usd
 
@@ -266,7 +276,7 @@ class MASRouter:
     rng = jax.random.fold_in(jax.random.key(self.seed), _SOLVE_STREAM * 1_000_003 + zlib.crc32(item.id.encode()))
     out = await off_loop(model.sample, self.params, inputs, rng, net=self.net)
     mode, system = self.system(out.choices, 0)
-    trace = await run_rounds(ctx.client, item, system, ctx.settings, method=self.name)
+    trace = await run_rounds(ctx.client, item, system, self._settings(ctx), method=self.name)
     trace.extra.update({"mode": mode, "agents": int(out.choices.agents[0]),
                         "roles": [a.role for a in system.agents], "llms": [a.model for a in system.agents],
                         "decision_model": system.decision_model})
