@@ -648,6 +648,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   seeds = list(spec.seeds)
   return {"spec": spec.to_json(), "endpoint": endpoint,
           "endpoints": {str(s): backends[s].endpoint.name for s in spec.seeds},
+          # Where the calls went: URLs, model ids, a pool file's dated prices, the spend cap and what was spent.
+          "backends": {str(s): backends[s].describe() for s in spec.seeds},
           "run_root": repo_relative(root), "wall_s": round(time.monotonic() - started, 3),
           "cells": {c.key: r for c, r in zip(cells, outcomes_)},
           "provenance": provenance(seed=seeds[0] if len(seeds) == 1 else seeds, benchmarks=spec.benchmarks,
