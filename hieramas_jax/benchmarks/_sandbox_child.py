@@ -10,7 +10,9 @@ result pipe, walking the frames) it can only report values it computed itself.
 
 Order of events:
   1. read the job from stdin (program, inputs, per-input time limits, rlimits);
-  2. set resource limits (CPU seconds, address space, file size, no core dumps);
+  2. set resource limits (CPU seconds, address space, file size, no core dumps) and load the
+     seccomp filter (`seccomp_program`): no new processes, no new files, no ptrace, no io_uring,
+     so processes, memory and inodes are bounded for the whole run, not per process;
   3. keep a private duplicate of stdout for the report, point fds 0-2 at /dev/null, so untrusted
      prints cost nothing;
   4. for candidates, apply the reliability guard (EvalPlus style: no fork, kill, system,
@@ -33,6 +35,7 @@ import json
 import os
 import pickle
 import resource
+import struct
 import signal
 import sys
 import time
@@ -161,6 +164,81 @@ def _set_limits(cpu_s, memory_bytes, fsize_bytes):
     pass
 
 
+# seccomp: the syscalls a graded program has no use for. Numbers per architecture (asm/unistd.h).
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR = {
+    "x86_64": {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "open": 2, "creat": 85, "mkdir": 83,
+               "mknod": 133, "symlink": 88, "link": 86, "openat": 257, "mkdirat": 258, "mknodat": 259,
+               "linkat": 265, "symlinkat": 266, "openat2": 437, "ptrace": 101, "process_vm_readv": 310,
+               "process_vm_writev": 311, "io_uring_setup": 425, "memfd_create": 319, "unshare": 272,
+               "setns": 308, "mount": 165, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323},
+    "aarch64": {"clone": 220, "clone3": 435, "openat": 56, "mkdirat": 34, "mknodat": 33, "linkat": 37,
+                "symlinkat": 36, "openat2": 437, "ptrace": 117, "process_vm_readv": 270,
+                "process_vm_writev": 271, "io_uring_setup": 425, "memfd_create": 279, "unshare": 97,
+                "setns": 268, "mount": 40, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282},
+}
+_EPERM, _EROFS, _ENOSYS = 1, 30, 38
+_CLONE_THREAD = 0x10000
+_CREATES = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (the same on x86_64 and aarch64)
+
+
+def seccomp_program(machine=None):
+  """The seccomp BPF program (bytes of `struct sock_filter`s) every graded program runs under.
+
+  Why: per-process rlimits do not bound a sandbox (RLIMIT_NPROC is not enforced for host uid 0,
+  RLIMIT_AS is per process, a tmpfs's inode count is unbounded). Without fork (threads only:
+  clone with CLONE_THREAD) one process holds everything, so RLIMIT_AS bounds the memory and
+  RLIMIT_CPU the CPU time of the whole run; without creating files (open with O_CREAT or
+  O_TMPFILE, mkdir, mknod, link, symlink, memfd) no inode or tmpfs page is spent. No ptrace,
+  process_vm_*, io_uring (it would open files round this filter), namespaces, mount, bpf.
+  clone3 and openat2 answer ENOSYS (their flags sit behind a pointer), so libc falls back to
+  clone and openat, which are checked. Another architecture is refused: KeyError.
+  """
+  machine = machine or os.uname().machine
+  nr = _NR[machine]
+  ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+  allow, kill = 0x7FFF0000, 0x80000000
+
+  def err(errno):
+    return 0x00050000 | errno
+
+  prog = [(ld, 0, 0, 4), (jeq, 1, 0, _AUDIT_ARCH[machine]), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+  if machine == "x86_64":  # the x32 ABI's numbers would miss every rule below
+    prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, err(_EPERM))]
+  flag_arg = {"open": 1, "openat": 2}
+  for name, number in sorted(nr.items(), key=lambda kv: kv[1]):
+    if name == "clone":  # threads only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jset, 0, 1, _CLONE_THREAD), (ret, 0, 0, allow),
+               (ret, 0, 0, err(_EPERM))]
+    elif name in flag_arg:  # reading and writing existing files only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16 + 8 * flag_arg[name]), (jset, 0, 1, _CREATES),
+               (ret, 0, 0, err(_EROFS)), (ret, 0, 0, allow)]
+    else:
+      errno = _ENOSYS if name in ("clone3", "openat2") else (
+          _EROFS if name in ("creat", "mkdir", "mknod", "symlink", "link", "mkdirat", "mknodat", "linkat",
+                             "symlinkat") else _EPERM)
+      prog += [(jeq, 0, 1, number), (ret, 0, 0, err(errno))]
+  prog.append((ret, 0, 0, allow))
+  return b"".join(struct.pack("<HBBI", *ins) for ins in prog)
+
+
+def _load_seccomp():
+  """Load `seccomp_program` into this process (irrevocable; inherited by threads)."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  program = seccomp_program()
+  libc = ctypes.CDLL(None, use_errno=True)
+
+  class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+  buf = ctypes.create_string_buffer(program, len(program))
+  fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+  if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+  if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
 def _denied(name):
   def deny(*args, **kwargs):
     raise PermissionError(f"{name} is disabled in the sandbox")
@@ -251,6 +329,10 @@ def main():
     emit(record)
     exit_now(0)
 
+  try:  # before any untrusted code; a filter that cannot load is a failed sandbox, never skipped
+    _load_seccomp()
+  except BaseException as e:  # pylint: disable=broad-except
+    finish({"stage": "seccomp", "error": "the seccomp filter did not load: " + _short(e)})
   signal.signal(signal.SIGALRM, _on_alarm)
   mode = job["mode"]
   if mode == "candidate":

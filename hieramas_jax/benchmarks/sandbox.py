@@ -67,13 +67,17 @@ HARNESS_VERSION = "4"
 MIN_TIME_LIMIT_S = 1.0
 TIME_LIMIT_FACTOR = 4.0
 
-# `HIERAMAS_SANDBOX`: "auto" (bubblewrap where it runs, else the fallback with a warning),
-# "bwrap" (bubblewrap or a SandboxError), "fallback" (no bubblewrap, no warning: asked for).
+# `HIERAMAS_SANDBOX`: "auto" and "bwrap" (bubblewrap, or a SandboxError naming cause and fix),
+# "fallback" (no bubblewrap: asked for, said once, recorded in every result's provenance).
 SANDBOX_ENV = "HIERAMAS_SANDBOX"
 SANDBOX_UID = 65534  # "nobody"
 # After the child exits, how long a pipe still held open (by an escaped process in the fallback
 # mode) may keep the parent reading.
 _EXIT_GRACE_S = 1.0
+# The parent's per-input deadline is the child's own limit plus this (the child's SIGALRM fires
+# first unless the program ignores it); the first input also gets the load time and the start.
+_LINE_GRACE_S = 2.0
+_STARTUP_GRACE_S = 5.0
 
 
 class SandboxError(RuntimeError):
@@ -187,13 +191,22 @@ def bwrap_argv(bwrap: str, *, disable_userns: bool = True, tmp_bytes: int = DEFA
   if disable_userns:  # no nested user namespace: the kernel surface it opens stays closed
     argv.append("--disable-userns")
   argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+  # The private /tmp first: bubblewrap mounts in argument order, so a tmpfs mounted after the
+  # interpreter's binds would hide an interpreter that lives under /tmp (a checkout cloned there).
+  argv += ["--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
   argv += _mount_plan()
-  # /dev read-only too (its device nodes still work): /tmp is the one writable place.
-  argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--size", str(int(tmp_bytes)),
-           "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+  # A minimal /dev: no ptmx or pts (a program could otherwise hold host ptys, a global budget).
+  argv += ["--proc", "/proc", "--size", "65536", "--tmpfs", "/dev"]
+  for node in _DEV_NODES:
+    argv += ["--dev-bind", node, node]
+  argv += ["--symlink", "/proc/self/fd", "/dev/fd", "--remount-ro", "/dev",
+           "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
   for key, value in _child_env("/tmp").items():
     argv += ["--setenv", key, value]
   return argv + ["--"]
+
+
+_DEV_NODES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 
 
 def _child_env(workdir: str) -> dict[str, str]:
@@ -278,25 +291,29 @@ def _decide_isolation() -> Isolation:
   if wanted not in ("auto", "bwrap", "fallback"):
     raise SandboxError(f"{SANDBOX_ENV}={wanted!r}: expected auto, bwrap or fallback")
   if wanted == "fallback":
+    log.warning("%s=fallback: HumanEval+ programs run WITHOUT namespace isolation (seccomp, rlimits, "
+                "a guard and a process-group kill only); results record sandbox mode 'fallback'",
+                SANDBOX_ENV)
     return fallback_isolation(f"{SANDBOX_ENV}=fallback")
   found = probe_bwrap()
   if isinstance(found, Isolation):
     return found
-  if wanted == "bwrap":
-    raise SandboxError(f"{SANDBOX_ENV}=bwrap but bubblewrap cannot run here: {found}")
-  log.warning("bubblewrap cannot run here (%s): HumanEval+ programs run WITHOUT isolation "
-              "(rlimits, a guard and a process-group kill only; they can read and write files and "
-              "outlive their task). Install bubblewrap, or set %s=fallback to silence this.",
-              found, SANDBOX_ENV)
-  return fallback_isolation(found)
+  # Never quietly weaker: a run that cannot isolate refuses to grade (one error, exit 2).
+  raise SandboxError(f"bubblewrap cannot isolate HumanEval+ programs here: {found}. Fix: install "
+                     f"bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces, "
+                     f"or set {SANDBOX_ENV}=fallback to grade without isolation (recorded in the results)")
 
 
 isolation.cache_clear = _decide_isolation.cache_clear  # type: ignore[attr-defined]
 
 
 def sandbox_provenance() -> dict[str, str | int | None]:
-  """The isolation mode for a result's provenance."""
-  return isolation().provenance()
+  """The isolation mode for a result's provenance ("unavailable" where grading would refuse:
+  results without HumanEval+ are still written, and say so)."""
+  try:
+    return isolation().provenance()
+  except SandboxError as e:
+    return {"mode": "unavailable", "detail": str(e), "host_uid": os.geteuid()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,8 +476,12 @@ async def _wait_returncode(proc: _Child) -> None:
     delay = min(delay * 2, 0.05)
 
 
-async def _converse(proc: _Child, deadline: float, on_line) -> tuple[bool, Stop | None]:
+async def _converse(proc: _Child, deadline: float, on_line, line_budget=None) -> tuple[bool, Stop | None]:
   """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or the deadline.
+
+  `line_budget(n)`, if given, is how many seconds report line n may take after line n - 1 (or
+  after the start): the per-input limits enforced from outside, so a program that ignores or
+  blocks the child's SIGALRM is still stopped at its input's limit, not at the wall limit.
 
   Returns:
     (timed_out, the Stop or None).
@@ -468,11 +489,13 @@ async def _converse(proc: _Child, deadline: float, on_line) -> tuple[bool, Stop 
   loop = asyncio.get_running_loop()
   exited = asyncio.ensure_future(_wait_returncode(proc))
   read = None
+  n_lines = 0
+  line_deadline = deadline if line_budget is None else min(deadline, loop.time() + line_budget(0))
   try:
     while True:
       if read is None:
         read = asyncio.ensure_future(proc.stdout.readline())
-      remaining = deadline - loop.time()
+      remaining = line_deadline - loop.time()
       if remaining <= 0:
         return True, None
       if exited.done():
@@ -495,14 +518,17 @@ async def _converse(proc: _Child, deadline: float, on_line) -> tuple[bool, Stop 
         stop = on_line(line)
         if stop is not None:
           return False, stop
+        n_lines += 1
+        if line_budget is not None:
+          line_deadline = min(deadline, loop.time() + line_budget(n_lines))
   finally:
     for task in (read, exited):
       if task is not None and not task.done():
         task.cancel()
 
 
-async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | None = None
-                    ) -> RunOutcome:
+async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | None = None,
+                    line_budget=None) -> RunOutcome:
   """Run one job in a fresh child under `iso` (default: `isolation()`); never raises for the
   child's sake.
 
@@ -511,6 +537,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
     limits: resource limits.
     on_line: called with each report line (bytes); returns None to go on, or a Stop.
     iso: the isolation.
+    line_budget: seconds each report line may take (see `_converse`); None: the wall limit only.
 
   Raises:
     SandboxError: the child could not be started at all.
@@ -542,7 +569,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
       deadline = loop.time() + limits.wall_s
       try:
         await proc.send(payload, timeout=limits.wall_s)  # a child dead before reading reports nothing: failed
-        timed_out, stop = await _converse(proc, deadline, on_line)
+        timed_out, stop = await _converse(proc, deadline, on_line, line_budget)
         if stop is not None and stop.let_exit:
           with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(_wait_returncode(proc), timeout=_EXIT_GRACE_S)
@@ -745,6 +772,9 @@ class _Judge:
       return self._decide(False, "malformed report from the sandbox")
     if "done" in rec and self.matched == len(self.inputs):  # only reached for a task without inputs
       return self._decide(True, "passed base and plus tests")
+    if rec.get("stage") == "seccomp":  # the sandbox did not engage: never a grade
+      raise SandboxError(f"{rec.get('error')}; grading refuses to run programs without it "
+                         "(is this a Linux x86_64/aarch64 kernel with seccomp?)")
     if "i" not in rec:  # the child's own account of a failure before the first input
       if rec.get("stage") in ("load", "guard") and isinstance(rec.get("error"), str):
         return self._decide(False, f"failed at {rec['stage']}: {rec['error'][:300]}")
@@ -844,7 +874,13 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
     wall_s = max(limits.wall_s, limits.load_s + 2 * TIME_LIMIT_FACTOR * sum(expected.times))
     run_limits = dataclasses.replace(limits, wall_s=wall_s, cpu_s=max(limits.cpu_s, int(wall_s) + 1))
     judge = _Judge(item, expected, code)
-    outcome = await run_child(job, run_limits, judge.on_line, iso)
+    limits_s = job["time_limits"]
+
+    def line_budget(n: int) -> float:  # the child's own limits plus a grace for a loaded machine
+      first = limits.load_s + _STARTUP_GRACE_S if n == 0 else 0.0
+      return first + (limits_s[n] if n < len(limits_s) else 0.0) + _LINE_GRACE_S
+
+    outcome = await run_child(job, run_limits, judge.on_line, iso, line_budget)
     grade = judge.result(outcome)
   if use_cache:
     atomic_write_bytes(cache_path, json.dumps({"task_id": item.id, "correct": grade.correct,
