@@ -47,6 +47,7 @@ DIGEST_OVER_BYTES = 1 << 12
 # Integers within this bound are plain JSON numbers; larger ones are hex strings (Python's
 # int <-> decimal-str conversion is limited to 4300 digits).
 _PLAIN_INT = 1 << 53
+_MAX_FILES = 64
 
 
 class _TimeLimit(BaseException):
@@ -158,6 +159,8 @@ def _set_limits(cpu_s, memory_bytes, fsize_bytes):
   resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
   resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  # Open files (and so ptys, pipes, sockets) of the one process seccomp allows.
+  resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_FILES, _MAX_FILES))
   try:  # not enforced for root, but costs nothing where it is
     resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))
   except (ValueError, OSError):

@@ -77,7 +77,7 @@ _EXIT_GRACE_S = 1.0
 # The parent's per-input deadline is the child's own limit plus this (the child's SIGALRM fires
 # first unless the program ignores it); the first input also gets the load time and the start.
 _LINE_GRACE_S = 2.0
-_STARTUP_GRACE_S = 5.0
+_STARTUP_GRACE_S = 3.0
 
 
 class SandboxError(RuntimeError):
@@ -799,7 +799,7 @@ class _Judge:
     if outcome.stopped:
       return Grade(False, self.code, f"failed: {outcome.stopped}")
     if outcome.timed_out:
-      return Grade(False, self.code, "wall time limit exceeded (process group killed)")
+      return Grade(False, self.code, "time limit exceeded (killed by the grader)")
     if self.matched == 0:
       return Grade(False, self.code, f"no result from the sandbox (exit code {outcome.returncode})")
     return Grade(False, self.code, f"no result for {self._where(self.matched)} "
