@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import os
 import pathlib
@@ -711,3 +712,33 @@ def test_isolation_engages_for_an_interpreter_under_tmp(tmp_path):
   out = subprocess.run([str(venv / "bin" / "python"), "-c", script], env=env, capture_output=True, text=True,
                        timeout=120, check=False)
   assert out.returncode == 0 and out.stdout.split() == ["bwrap", "True"], out.stderr[-2000:]
+
+
+def test_forged_or_edited_cache_entries_are_not_replayed(task0, caplog):
+  # A grade cache entry claiming a wrong program passed (forged, or edited by hand), and edited
+  # expected outputs, are recomputed instead of replayed; the warning names the file.
+  wrong = FUNC + "    return None\n# forged " + secrets.token_hex(4) + "\n"
+  path = sandbox._grade_cache_path(task0, wrong)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps({"task_id": task0.id, "correct": True, "detail": "passed base and plus tests"}))
+  with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
+    grade = asyncio.run(sandbox.run_candidate(task0, wrong, FAST))
+  assert not grade.correct and str(path) in caplog.text
+  entry = json.loads(path.read_text())
+  assert entry["correct"] is False
+  entry["correct"] = True  # flipped, checksum kept
+  path.write_text(json.dumps(entry))
+  assert not asyncio.run(sandbox.run_candidate(task0, wrong, FAST)).correct
+  assert not asyncio.run(sandbox.run_candidate(task0, wrong, FAST)).correct  # the rewrite is honest
+  # Expected outputs edited so that `return None` would match: recomputed, not trusted.
+  exp_path = sandbox._expected_path(task0)
+  asyncio.run(sandbox.expected_outputs(task0))
+  exp = json.loads(exp_path.read_text())
+  exp["outputs"] = [{"out": None} for _ in exp["outputs"]]
+  exp_path.write_text(json.dumps(exp))
+  sandbox._EXPECTED_MEMO.clear()
+  caplog.clear()
+  with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
+    again = asyncio.run(sandbox.run_candidate(task0, FUNC + "    return None\n", FAST, use_cache=False))
+  assert not again.correct and str(exp_path) in caplog.text
+  assert _run(task0, GOOD_BODY).correct

@@ -61,7 +61,7 @@ CHILD_SCRIPT = pathlib.Path(child.__file__)
 CHILD_SOURCE = CHILD_SCRIPT.read_text(encoding="utf-8")
 
 # Bump when the harness or the comparison changes: old cached grades become stale.
-HARNESS_VERSION = "4"
+HARNESS_VERSION = "5"
 
 # EvalPlus defaults (evalplus/config.py): per-input limit = max(1 s, 4 x canonical time).
 MIN_TIME_LIMIT_S = 1.0
@@ -617,13 +617,48 @@ def _expected_path(item: Item) -> pathlib.Path:
   return cache_dir() / "humaneval_expected" / f"{key.hexdigest()}.json"
 
 
-def _load_expected(path: pathlib.Path, n: int) -> _Expected | None:
+def _seal(record: dict) -> bytes:
+  """A cache entry with the sha256 of its own canonical JSON: an edited entry no longer matches."""
+  body = json.dumps(record, sort_keys=True, separators=(",", ":"))
+  return json.dumps(dict(record, sha256=hashlib.sha256(body.encode()).hexdigest()), sort_keys=True).encode()
+
+
+def _unseal(path: pathlib.Path, **expect) -> dict | None:
+  """The entry at `path` if it is whole, its checksum holds and it is for `expect`; else None.
+
+  A missing entry is silent; a torn, edited or foreign one is said (naming the file) and recomputed,
+  never replayed. The parent alone writes these files: no graded program can see them (bubblewrap)."""
   try:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+  except FileNotFoundError:
+    return None
+  except OSError as e:
+    log.warning("%s: unreadable (%s); recomputing it", path, e)
+    return None
+  try:
+    data = json.loads(text)
+    claimed = data.pop("sha256")
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    ok = claimed == hashlib.sha256(body.encode()).hexdigest() and all(data.get(k) == v for k, v in expect.items())
+  except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    ok = False
+  if not ok:
+    log.warning("%s: torn, edited or not this entry's (checksum or key fields differ); recomputing it "
+                "instead of replaying it", path)
+    return None
+  return data
+
+
+def _load_expected(path: pathlib.Path, item: Item) -> _Expected | None:
+  n = len(_inputs(item))
+  data = _unseal(path, task_id=item.id, data_sha256=data_sha256(item.benchmark), harness=HARNESS_VERSION)
+  if data is None:
+    return None
+  try:
     exp = _Expected(list(data["outputs"]), [float(t) for t in data["times"]], int(data["n_base"]),
                     float(data["check_time"]))
-  except (OSError, ValueError, KeyError, TypeError):
-    return None  # missing, torn or foreign: recompute
+  except (ValueError, KeyError, TypeError):
+    return None
   if len(exp.outputs) != n or len(exp.times) != n:
     return None
   return exp
@@ -688,12 +723,13 @@ async def expected_outputs(item: Item) -> _Expected:
     if memo_key in _EXPECTED_MEMO:
       return _EXPECTED_MEMO[memo_key]
     path = _expected_path(item)
-    expected = _load_expected(path, len(_inputs(item)))
+    expected = _load_expected(path, item)
     if expected is None:
       expected = await _run_expected(item)
-      atomic_write_bytes(path, json.dumps({
-          "task_id": item.id, "outputs": expected.outputs, "times": expected.times,
-          "n_base": expected.n_base, "check_time": expected.check_time}).encode("utf-8"))
+      atomic_write_bytes(path, _seal({
+          "task_id": item.id, "data_sha256": data_sha256(item.benchmark), "harness": HARNESS_VERSION,
+          "outputs": expected.outputs, "times": expected.times, "n_base": expected.n_base,
+          "check_time": expected.check_time}))
     _EXPECTED_MEMO[memo_key] = expected
     return expected
 
@@ -856,12 +892,12 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
   """
   iso = iso or isolation()
   cache_path = _grade_cache_path(item, code, iso.mode)
-  if use_cache and cache_path.exists():
-    try:
-      cached = json.loads(cache_path.read_text())
-      return Grade(bool(cached["correct"]), code, str(cached["detail"]))
-    except (ValueError, KeyError):
-      pass
+  key = {"task_id": item.id, "code_sha256": hashlib.sha256(code.encode()).hexdigest(),
+         "data_sha256": data_sha256(item.benchmark), "harness": HARNESS_VERSION, "mode": iso.mode}
+  if use_cache:
+    cached = _unseal(cache_path, **key)
+    if cached is not None and type(cached.get("correct")) is bool and isinstance(cached.get("detail"), str):
+      return Grade(cached["correct"], code, cached["detail"])
   program = assemble_program(item, code)
   if program is None:
     grade = Grade(False, code, "syntax error")
@@ -883,8 +919,7 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
     outcome = await run_child(job, run_limits, judge.on_line, iso, line_budget)
     grade = judge.result(outcome)
   if use_cache:
-    atomic_write_bytes(cache_path, json.dumps({"task_id": item.id, "correct": grade.correct,
-                                               "detail": grade.detail}).encode())
+    atomic_write_bytes(cache_path, _seal(dict(key, correct=grade.correct, detail=grade.detail)))
   return grade
 
 
