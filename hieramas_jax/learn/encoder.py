@@ -14,6 +14,13 @@ Backends (same weights; each has its own cache keys, so their embeddings never m
   string chooses it. The default stays "torch" because the ONNX path misses issue 11's 3x goal (see
   docs/learn.md), and a default change would move every learned result's embeddings.
 
+Same bytes whatever the batch: a text's vector must not depend on what else was embedded with it.
+In one forward pass a text is padded to the batch's longest text (and the GEMMs change shape), which
+moves its vector in the last bits (43 of 512 MMLU texts differed between one call and chunks of 16),
+and the cache then kept whichever cell embedded a text first. So every text is embedded in a pass of
+its own (`encode_alone`); `experiments/bench_encoder.py --composition` records what that costs. The
+cache keys carry `COMPOSITION`, so vectors made in mixed batches are never mixed with these.
+
 Why a cache: every training step re-encodes the same (query, role) texts; embedding is the slowest
 pure step of the pipeline. Each distinct text is embedded once per model and stored in ONE sqlite file
 under `hieramas_jax.paths.cache_dir()` keyed by sha256(model id, text) (not a file per text, which
@@ -33,6 +40,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from hieramas_jax.benchmarks.data import DataError
 from hieramas_jax.paths import cache_dir
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -41,10 +49,16 @@ DEFAULT_BACKEND = "torch"
 _ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8"}
 DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 EMBEDDING_DIM = 384
+# In the cache keys: how a vector was computed (one text per forward pass).
+COMPOSITION = "one-text-per-pass"
 
 
 class EncoderError(RuntimeError):
   """The sentence encoder cannot be loaded or used."""
+
+
+class EmbeddingCacheError(EncoderError, DataError):
+  """The embedding cache file is damaged: the message names it and the fix (a user error: exit 2)."""
 
 
 class ChecksumError(EncoderError):
@@ -80,7 +94,12 @@ def verify_checksum(model_dir: str | os.PathLike, expected_sha256: str = DEFAULT
 
 
 def _text_key(model_id: str, text: str) -> str:
-  return hashlib.sha256(model_id.encode("utf-8") + b"\0" + text.encode("utf-8")).hexdigest()
+  return hashlib.sha256(f"{model_id}\0{COMPOSITION}".encode("utf-8") + b"\0" + text.encode("utf-8")).hexdigest()
+
+
+def encode_alone(model, texts: Sequence[str]) -> np.ndarray:
+  """`model.encode` one text per forward pass: each vector independent of the others' lengths."""
+  return np.stack([np.asarray(model.encode([t])[0], np.float32) for t in texts])
 
 
 class EmbeddingCache:
@@ -94,9 +113,16 @@ class EmbeddingCache:
     self.path = pathlib.Path(path)
     self.path.parent.mkdir(parents=True, exist_ok=True)
     self._lock = threading.Lock()
-    self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-    self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)")
-    self._conn.commit()
+    self._fix = f"delete {self.path} (embeddings are recomputed from the texts)"
+    try:
+      self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+      self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)")
+      columns = [row[1:3] for row in self._conn.execute("PRAGMA table_info(emb)")]
+      self._conn.commit()
+    except sqlite3.DatabaseError as e:
+      raise EmbeddingCacheError(f"{self.path}: not a usable embedding cache ({e}); {self._fix}") from e
+    if columns != [("key", "TEXT"), ("dim", "INTEGER"), ("vec", "BLOB")]:
+      raise EmbeddingCacheError(f"{self.path}: its table is not the embedding cache's ({columns}); {self._fix}")
 
   def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
     found = {}
@@ -104,10 +130,14 @@ class EmbeddingCache:
       for start in range(0, len(keys), 500):  # sqlite caps the number of bound parameters
         chunk = list(keys[start:start + 500])
         marks = ",".join("?" * len(chunk))
-        for key, dim, blob in self._conn.execute(f"SELECT key, dim, vec FROM emb WHERE key IN ({marks})", chunk):
-          vec = np.frombuffer(blob, dtype=np.float32)
-          if vec.shape != (dim,):
-            raise EncoderError(f"corrupt embedding cache entry {key} in {self.path}")
+        try:
+          rows = self._conn.execute(f"SELECT key, dim, vec FROM emb WHERE key IN ({marks})", chunk).fetchall()
+        except sqlite3.DatabaseError as e:
+          raise EmbeddingCacheError(f"{self.path}: damaged ({e}); {self._fix}") from e
+        for key, dim, blob in rows:
+          vec = np.frombuffer(blob, dtype=np.float32) if isinstance(blob, bytes) and len(blob) % 4 == 0 else None
+          if vec is None or type(dim) is not int or vec.shape != (dim,) or not np.all(np.isfinite(vec)):
+            raise EmbeddingCacheError(f"{self.path}: entry {key} is not a finite float32 vector; {self._fix}")
           found[key] = vec
     return found
 
@@ -243,7 +273,7 @@ class SentenceEncoder:
                 dynamic_ncols=True, leave=False) as bar:
         for start in range(0, len(pending), self.CHUNK):
           chunk = pending[start:start + self.CHUNK]
-          vecs = self._load().encode([t for _, t in chunk])
+          vecs = encode_alone(self._load(), [t for _, t in chunk])
           new = {k: np.asarray(v, np.float32) for (k, _), v in zip(chunk, vecs)}
           self.cache.put_many(new)
           found.update(new)
