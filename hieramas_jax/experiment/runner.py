@@ -41,11 +41,12 @@ from typing import Any, Iterable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from hieramas_jax.benchmarks import data as data_lib
+from hieramas_jax.benchmarks import sandbox as sandbox_lib
 from hieramas_jax.benchmarks import splits as splits_lib
 from hieramas_jax.benchmarks.data import Item, check_benchmark
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
-from hieramas_jax.experiment.provenance import atomic_write_json, provenance
+from hieramas_jax.experiment.provenance import atomic_write_json, git_commit, provenance
 from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
                                             repo_relative, safe_name)
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
@@ -74,6 +75,8 @@ TRAINING_COST_FILE = "training_cost.json"
 SUMMARY_FILE = "summary.json"
 PROGRESS_FILE = "progress.json"
 CHOSEN_FILE = "chosen_graphs.json"
+# The commits whose code computed a cell's fit or test results (a rerun that only replays adds none).
+COMPUTED_FILE = "computed_by.json"
 # Trace-summary fields that describe the configuration a method chose for a query (graph, LLMs).
 CHOSEN_FIELDS = ("graph_index", "graph_density", "graph_kind", "graph_edges", "graph_score", "choices",
                  "active_roles", "vote_graphs", "edges_per_round", "mean_edge_prob")
@@ -443,6 +446,24 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
   return record
 
 
+def _computed_by(run_dir: pathlib.Path, *, computed_now: bool) -> list[dict[str, Any]]:
+  """The commits that computed this cell (COMPUTED_FILE), this one added when it computed anything.
+
+  Why: a table rebuilt or resumed at a later commit (a rewrite of the report, say) must still name
+  the code that produced each number, not the code that last wrote the file.
+  """
+  path = run_dir / COMPUTED_FILE
+  fix = f"delete {path} (the commits that computed the cell are then unknown) or the run directory"
+  entries = read_json(path, fix) if path.exists() else []
+  if not isinstance(entries, list) or not all(isinstance(e, dict) and "commit" in e for e in entries):
+    raise StateError(f"{path}: expected a list of {{commit, dirty}} records; {fix}")
+  here = git_commit()
+  if computed_now and here not in entries:
+    entries.append(here)
+    atomic_write_json(path, entries)
+  return entries
+
+
 def _typed_record(record: Any, path: pathlib.Path, fix: str) -> dict[str, Any]:
   """`record` if it is a JSON object of numbers (a usage total), else a StateError naming `path`."""
   if not isinstance(record, dict) or not all(
@@ -562,7 +583,9 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
       "load_from": repo_relative(source) if source is not None else None,
       "splits": {name: {"n": len(part), "ids_sha256": ids_sha256(part)}
                  for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
-      "data": data_record(cell.benchmark, cell.setting)})
+      "data": data_record(cell.benchmark, cell.setting),
+      # Grades depend on the isolation: a run graded in the fallback never resumes under bubblewrap.
+      **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})})
   writers = CellWriters.make(run_dir, cell, {**dict(flags or {}), "cell": dataclasses.asdict(cell),
                                              "method_config": method.describe(), "sizes": sizes,
                                              "run_dir": repo_relative(run_dir)},
@@ -596,6 +619,7 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
               "loaded_from": (fit or {}).get("loaded_from"),
               "sizes": sizes,
               "timing": timing,
+              "computed_by": _computed_by(run_dir, computed_now=fits_now or need_state),
               "run_dir": repo_relative(run_dir), "outcomes": outcomes(results)}
     atomic_write_json(run_dir / SUMMARY_FILE, {k: v for k, v in record.items() if k != "outcomes"})
     chosen = [chosen_record(r) for r in results]
