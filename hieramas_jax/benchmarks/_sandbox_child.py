@@ -174,18 +174,22 @@ _NR = {
                "mknod": 133, "symlink": 88, "link": 86, "openat": 257, "mkdirat": 258, "mknodat": 259,
                "linkat": 265, "symlinkat": 266, "openat2": 437, "ptrace": 101, "process_vm_readv": 310,
                "process_vm_writev": 311, "io_uring_setup": 425, "memfd_create": 319, "unshare": 272,
-               "setns": 308, "mount": 165, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323},
+               "setns": 308, "mount": 165, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
+               "socket": 41, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+               "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "pidfd_open": 434},
     "aarch64": {"clone": 220, "clone3": 435, "openat": 56, "mkdirat": 34, "mknodat": 33, "linkat": 37,
                 "symlinkat": 36, "openat2": 437, "ptrace": 117, "process_vm_readv": 270,
                 "process_vm_writev": 271, "io_uring_setup": 425, "memfd_create": 279, "unshare": 97,
-                "setns": 268, "mount": 40, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282},
+                "setns": 268, "mount": 40, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+                "socket": 198, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+                "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "pidfd_open": 434},
 }
 _EPERM, _EROFS, _ENOSYS = 1, 30, 38
 _CLONE_THREAD = 0x10000
 _CREATES = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (the same on x86_64 and aarch64)
 
 
-def seccomp_program(machine=None):
+def seccomp_program(machine=None, pid=None):
   """The seccomp BPF program (bytes of `struct sock_filter`s) every graded program runs under.
 
   Why: per-process rlimits do not bound a sandbox (RLIMIT_NPROC is not enforced for host uid 0,
@@ -193,11 +197,14 @@ def seccomp_program(machine=None):
   clone with CLONE_THREAD) one process holds everything, so RLIMIT_AS bounds the memory and
   RLIMIT_CPU the CPU time of the whole run; without creating files (open with O_CREAT or
   O_TMPFILE, mkdir, mknod, link, symlink, memfd) no inode or tmpfs page is spent. No ptrace,
-  process_vm_*, io_uring (it would open files round this filter), namespaces, mount, bpf.
+  process_vm_*, io_uring (it would open files round this filter), namespaces, mount, bpf. Sockets
+  only of AF_UNIX (no network, whatever the mode); signals only to itself (`pid`: kill with pid
+  `pid` or 0, its own group; tgkill of its own threads), so not to the grader in the fallback.
   clone3 and openat2 answer ENOSYS (their flags sit behind a pointer), so libc falls back to
   clone and openat, which are checked. Another architecture is refused: KeyError.
   """
   machine = machine or os.uname().machine
+  pid = os.getpid() if pid is None else pid
   nr = _NR[machine]
   ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
   allow, kill = 0x7FFF0000, 0x80000000
@@ -213,6 +220,13 @@ def seccomp_program(machine=None):
     if name == "clone":  # threads only
       prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jset, 0, 1, _CLONE_THREAD), (ret, 0, 0, allow),
                (ret, 0, 0, err(_EPERM))]
+    elif name == "socket":  # AF_UNIX only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jeq, 0, 1, 1), (ret, 0, 0, allow), (ret, 0, 0, err(_EPERM))]
+    elif name == "kill":  # itself, or its own process group (it leads one: a new session)
+      prog += [(jeq, 0, 5, number), (ld, 0, 0, 16), (jeq, 2, 0, pid), (jeq, 1, 0, 0), (ret, 0, 0, err(_EPERM)),
+               (ret, 0, 0, allow)]
+    elif name == "tgkill":  # its own threads
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jeq, 0, 1, pid), (ret, 0, 0, allow), (ret, 0, 0, err(_EPERM))]
     elif name in flag_arg:  # reading and writing existing files only
       prog += [(jeq, 0, 4, number), (ld, 0, 0, 16 + 8 * flag_arg[name]), (jset, 0, 1, _CREATES),
                (ret, 0, 0, err(_EROFS)), (ret, 0, 0, allow)]
