@@ -147,6 +147,10 @@ HOSTILE = {
     "fork bomb via subprocess":
         "import subprocess, sys\nwhile True:\n    subprocess.Popen([sys.executable, '-c', 'pass'])\n",
     "50 GB allocation": FUNC + "    x = bytearray(50 * 10**9)\n    return True\n",
+    "thread bomb": "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(600,)).start()\n",
+    "deep recursion": ("import sys\nsys.setrecursionlimit(10**8)\n" + FUNC
+                       + "    def down(n):\n        return down(n + 1) + 1\n    return down(0)\n"),
+    "pty spam": "import os\nptys = [os.openpty() for _ in range(500)]\n" + FUNC + GOOD_BODY,
     "open a socket": ("import socket\ns = socket.socket()\n" + FUNC + GOOD_BODY),
     "os._exit(0) before the tests": "import os\nos._exit(0)\n" + FUNC + GOOD_BODY,
     "os._exit(0) inside the function": "import os\n" + FUNC + "    os._exit(0)\n",
@@ -227,6 +231,9 @@ WHY = {
     "fork bomb via multiprocessing": "",
     "fork bomb via subprocess": "subprocess.Popen is disabled",
     "50 GB allocation": "MemoryError",
+    "thread bomb": "can't start new thread",
+    "deep recursion": "",
+    "pty spam": "",
     "open a socket": "socket.socket is disabled",
     "os._exit(0) before the tests": "no result",
     "os._exit(0) inside the function": "no result",
