@@ -215,7 +215,10 @@ def _child_env(workdir: str) -> dict[str, str]:
           "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-_PROBE = "import sys; sys.stdout.write('sandbox ok')"
+# The probe also loads the child's seccomp filter: a sandbox whose filter cannot load is refused here,
+# with bubblewrap's and the kernel's own words, rather than at the first grading.
+_PROBE = (f"ns = {{'__name__': 'probe'}}; exec({CHILD_SOURCE!r}, ns); ns['_load_seccomp'](); "
+          "import sys; sys.stdout.write('sandbox ok')")
 
 
 def _probe(argv: list[str], kwargs: dict) -> str | None:
