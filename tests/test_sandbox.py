@@ -147,7 +147,8 @@ HOSTILE = {
     "fork bomb via subprocess":
         "import subprocess, sys\nwhile True:\n    subprocess.Popen([sys.executable, '-c', 'pass'])\n",
     "50 GB allocation": FUNC + "    x = bytearray(50 * 10**9)\n    return True\n",
-    "thread bomb": "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(600,)).start()\n",
+    "thread bomb": ("import threading, time\n"
+                    "while True:\n    threading.Thread(target=time.sleep, args=(600,)).start()\n"),
     "deep recursion": ("import sys\nsys.setrecursionlimit(10**8)\n" + FUNC
                        + "    def down(n):\n        return down(n + 1) + 1\n    return down(0)\n"),
     "pty spam": "import os\nptys = [os.openpty() for _ in range(500)]\n" + FUNC + GOOD_BODY,
@@ -685,7 +686,8 @@ def test_hostile_program_reaches_no_secret_host_file_or_process(task0, monkeypat
   secret = "sk-" + secrets.token_hex(16)
   monkeypatch.setenv("OPENAI_API_KEY", secret)
   monkeypatch.setenv("HIERAMAS_TEST_SECRET", secret)
-  host = [str(cache_dir()), str(BENCHMARK_DATA_DIR), str(REPO_DIR / "results"), "/etc", "/dev/ptmx", "/dev/pts", "/dev/shm", "/var", "/sys"]
+  host = [str(cache_dir()), str(BENCHMARK_DATA_DIR), str(REPO_DIR / "results"), "/etc", "/dev/ptmx", "/dev/pts",
+          "/dev/shm", "/var", "/sys"]
   probe = textwrap.dedent(f"""\
       import os, signal
       failed = []

@@ -13,18 +13,23 @@ Two guarantees, kept apart on purpose:
   (never unpickled) and read with a per-line size cap.
 * **Isolation** (`isolation()`): each program runs under bubblewrap in new user, pid, network, IPC,
   UTS and mount namespaces: a read-only root that holds only /usr and the Python installation (not
-  this repository, its data or the caches: no answer key is readable), a private size-capped tmpfs
-  at /tmp as the only writable place, uid 65534 without capabilities, `--die-with-parent`, and a
-  pid namespace whose end kills every process the program started, including ones that left the
-  session through libc. The rlimits (CPU, address space, file size) are the child's own. Where
-  bubblewrap cannot run, programs run as before (a fresh process group in a temporary working
-  directory, killed after every run) with one clear warning; the mode is in every result's
-  provenance (`experiment/provenance.py`).
+  this repository, its data or the caches: no answer key is readable), a private tmpfs at /tmp
+  (mounted first, so an interpreter under /tmp stays visible), a /dev of null, zero and random only,
+  uid 65534 without capabilities, `--die-with-parent`, and a pid namespace whose end kills every
+  process the program started. In every mode the child loads a seccomp filter (one process, no new
+  files, no ptrace, no network socket, signals to itself only: `_sandbox_child.seccomp_program`), so
+  its rlimits (CPU, address space, open files) bound the whole grading, and the parent enforces each
+  input's time limit too (`_converse`). Where bubblewrap cannot run, grading refuses (`SandboxError`
+  naming the cause and the fix) unless `HIERAMAS_SANDBOX=fallback` asks for the fallback (a fresh
+  process group in a temporary working directory, killed after every run); the mode is in every
+  result's provenance (`experiment/provenance.py`).
 
 Expected outputs and per-input times come from running the canonical solution the same way
 (cached on disk under `paths.cache_dir()` as JSON, keyed by task id, data sha256 and harness
 version). A candidate's per-input limit is max(MIN_TIME_LIMIT_S, 4 x canonical time) as in EvalPlus.
-Grades are cached by sha256 of (task id, code, data sha256, harness version, isolation mode).
+Grades are cached by sha256 of (task id, code, data sha256, harness version, isolation mode). Both
+caches are written by the parent only, each entry sealed with its key fields and a checksum
+(`_seal`); a torn or edited entry is recomputed, never replayed.
 """
 
 from __future__ import annotations
