@@ -112,6 +112,8 @@ def test_concurrency_1_and_64_from_empty_caches_give_the_same_results(tmp_path, 
                if one["files"][name] != many["files"][name]]
   assert not differing, "\n".join(differing)
   assert one["table"] == many["table"]
+  # Each cell names the commit whose code computed it (the same here: one checkout).
+  assert all(len(c["computed_by"]) == 1 and "commit" in c["computed_by"][0] for c in one["table"]["cells"].values())
   fits = [json.dumps(v) for name, v in one["files"].items() if name.endswith("fit.json")]
   assert len(fits) == len(METHODS) and all('"params_sha256": "' in f for f in fits)  # parameters compared
 
