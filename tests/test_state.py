@@ -15,7 +15,7 @@ import pytest
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment import runner
 from hieramas_jax.experiment.evaluate import ITEMS_FILE, evaluate, load_done
-from hieramas_jax.experiment.rundir import StateError, prepare_run_dir
+from hieramas_jax.experiment.rundir import prepare_run_dir
 from hieramas_jax.learn import checkpoint as checkpoint_lib
 from hieramas_jax.learn import encoder as encoder_lib
 from hieramas_jax.llm.registry import get_pool
