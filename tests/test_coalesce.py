@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-
 from fault_server import FaultServer
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
