@@ -79,7 +79,7 @@ SANDBOX_UID = 65534  # "nobody"
 # After the child exits, how long a pipe still held open (by an escaped process in the fallback
 # mode) may keep the parent reading.
 _EXIT_GRACE_S = 1.0
-# The parent's per-input deadline is the child's own limit plus this (the child's SIGALRM fires
+# The parent's per-input deadline is twice the child's own limit plus this (the child's SIGALRM fires
 # first unless the program ignores it); the first input also gets the load time and the start.
 _LINE_GRACE_S = 2.0
 _STARTUP_GRACE_S = 3.0
@@ -920,9 +920,9 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
     judge = _Judge(item, expected, code)
     limits_s = job["time_limits"]
 
-    def line_budget(n: int) -> float:  # the child's own limits plus a grace for a loaded machine
-      first = limits.load_s + _STARTUP_GRACE_S if n == 0 else 0.0
-      return first + (limits_s[n] if n < len(limits_s) else 0.0) + _LINE_GRACE_S
+    def line_budget(n: int) -> float:  # twice the child's own limit plus a grace: a loaded machine, and
+      first = limits.load_s + _STARTUP_GRACE_S if n == 0 else 0.0  # the output's encoding is not timed
+      return first + 2 * (limits_s[n] if n < len(limits_s) else 0.0) + _LINE_GRACE_S
 
     outcome = await run_child(job, run_limits, judge.on_line, iso, line_budget)
     grade = judge.result(outcome)
