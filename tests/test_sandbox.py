@@ -308,14 +308,12 @@ def test_no_connection_leaves_the_sandbox(task0):
     server.close()
 
 
-def test_fallback_workdir_is_cleaned_up(task0, tmp_path):
-  # The fallback runs in a host temp directory: the candidate reports it through a file the test
-  # can read afterwards; the directory itself must be gone.
-  marker = tmp_path / "cwd.txt"
-  marker.write_text("")  # the program may write an existing file (it cannot create one)
-  code = f"import os\nopen({str(marker)!r}, 'r+').write(os.path.realpath('.'))\n" + FUNC + GOOD_BODY
-  assert _run(task0, code, iso=sandbox.fallback_isolation()).correct
-  workdir = marker.read_text()
+def test_fallback_workdir_is_cleaned_up(task0):
+  # The fallback runs in a host temp directory: the candidate reports it in its failure (it can
+  # write no file); the directory itself must be gone.
+  code = "import os\nraise RuntimeError('cwd=' + os.path.realpath('.'))\n" + FUNC + GOOD_BODY
+  grade = _run(task0, code, iso=sandbox.fallback_isolation())
+  workdir = grade.detail.split("cwd=")[1]
   assert "hieramas-sandbox-" in workdir
   assert not os.path.exists(workdir)
 
@@ -638,6 +636,14 @@ SECCOMP_PROBE = textwrap.dedent("""\
     refused("AF_INET6 socket", _socket.socket, _socket.AF_INET6, _socket.SOCK_DGRAM)
     _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM).close()
     refused("create", open, "scratch-file", "w")
+    victim = VICTIM
+    refused("write", open, victim, "r+b")
+    refused("append", open, victim, "ab")
+    for call in (lambda: libc.truncate(victim.encode(), 0), lambda: libc.unlink(victim.encode()),
+                 lambda: libc.rename(victim.encode(), (victim + ".moved").encode()),
+                 lambda: libc.chmod(victim.encode(), 0o777)):
+        if call() != -1:
+            failed.append("changed the victim file")
     refused("mkdir", os.mkdir, "scratch-dir")
     refused("O_TMPFILE", os.open, ".", os.O_TMPFILE | os.O_RDWR)
     refused("memfd", os.memfd_create, "x")
@@ -653,11 +659,18 @@ SECCOMP_PROBE = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_seccomp_bounds_processes_files_and_ptrace(task0, mode):
+def test_seccomp_bounds_processes_files_and_ptrace(task0, mode, tmp_path):
   if os.uname().machine != "x86_64":
     pytest.fail("this probe's raw clone number is x86_64's; add the machine's")
-  grade = _run(task0, SECCOMP_PROBE + FUNC + GOOD_BODY, iso=_iso(mode))
+  # A host file the program tries to write, append to, truncate, delete, rename and chmod (in the
+  # fallback it can see it; under bubblewrap it cannot even do that).
+  victim = tmp_path / "victim.txt"
+  victim.write_text("keep me")
+  victim.chmod(0o644)
+  grade = _run(task0, f"VICTIM = {str(victim)!r}\n" + SECCOMP_PROBE + FUNC + GOOD_BODY, iso=_iso(mode))
   assert grade.correct, grade.detail
+  assert victim.read_text() == "keep me" and (victim.stat().st_mode & 0o777) == 0o644
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]
 
 
 def test_seccomp_program_refuses_unknown_machines():

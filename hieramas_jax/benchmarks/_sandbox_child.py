@@ -176,17 +176,23 @@ _NR = {
                "process_vm_writev": 311, "io_uring_setup": 425, "memfd_create": 319, "unshare": 272,
                "setns": 308, "mount": 165, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
                "socket": 41, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-               "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "pidfd_open": 434},
+               "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "pidfd_open": 434, "unlink": 87,
+               "unlinkat": 263, "rmdir": 84, "rename": 82, "renameat": 264, "renameat2": 316, "truncate": 76,
+               "chmod": 90, "fchmodat": 268, "chown": 92, "lchown": 94, "fchownat": 260},
     "aarch64": {"clone": 220, "clone3": 435, "openat": 56, "mkdirat": 34, "mknodat": 33, "linkat": 37,
                 "symlinkat": 36, "openat2": 437, "ptrace": 117, "process_vm_readv": 270,
                 "process_vm_writev": 271, "io_uring_setup": 425, "memfd_create": 279, "unshare": 97,
                 "setns": 268, "mount": 40, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
                 "socket": 198, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
-                "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "pidfd_open": 434},
+                "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "pidfd_open": 434, "unlinkat": 35,
+                "renameat": 38, "renameat2": 276, "truncate": 45, "fchmodat": 53, "fchownat": 54},
 }
 _EPERM, _EROFS, _ENOSYS = 1, 30, 38
 _CLONE_THREAD = 0x10000
-_CREATES = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (the same on x86_64 and aarch64)
+# O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE (the same on x86_64 and aarch64)
+_WRITES = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000
+_READ_ONLY_FS = ("creat", "mkdir", "mknod", "symlink", "link", "mkdirat", "mknodat", "linkat", "symlinkat",
+                 "unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2", "truncate")
 
 
 def seccomp_program(machine=None, pid=None):
@@ -195,8 +201,10 @@ def seccomp_program(machine=None, pid=None):
   Why: per-process rlimits do not bound a sandbox (RLIMIT_NPROC is not enforced for host uid 0,
   RLIMIT_AS is per process, a tmpfs's inode count is unbounded). Without fork (threads only:
   clone with CLONE_THREAD) one process holds everything, so RLIMIT_AS bounds the memory and
-  RLIMIT_CPU the CPU time of the whole run; without creating files (open with O_CREAT or
-  O_TMPFILE, mkdir, mknod, link, symlink, memfd) no inode or tmpfs page is spent. No ptrace,
+  RLIMIT_CPU the CPU time of the whole run; the file system is read-only to it (open for writing,
+  creating, truncating or appending, mkdir, mknod, link, symlink, unlink, rename, truncate, chmod,
+  chown, memfd), so no inode or tmpfs page is spent and, in the fallback too, no host file, cache or
+  result can be changed (the report goes to an fd opened before the filter). No ptrace,
   process_vm_*, io_uring (it would open files round this filter), namespaces, mount, bpf. Sockets
   only of AF_UNIX (no network, whatever the mode); signals only to itself (`pid`: kill with pid
   `pid` or 0, its own group; tgkill of its own threads), so not to the grader in the fallback.
@@ -227,13 +235,11 @@ def seccomp_program(machine=None, pid=None):
                (ret, 0, 0, allow)]
     elif name == "tgkill":  # its own threads
       prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jeq, 0, 1, pid), (ret, 0, 0, allow), (ret, 0, 0, err(_EPERM))]
-    elif name in flag_arg:  # reading and writing existing files only
-      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16 + 8 * flag_arg[name]), (jset, 0, 1, _CREATES),
+    elif name in flag_arg:  # reading only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16 + 8 * flag_arg[name]), (jset, 0, 1, _WRITES),
                (ret, 0, 0, err(_EROFS)), (ret, 0, 0, allow)]
     else:
-      errno = _ENOSYS if name in ("clone3", "openat2") else (
-          _EROFS if name in ("creat", "mkdir", "mknod", "symlink", "link", "mkdirat", "mknodat", "linkat",
-                             "symlinkat") else _EPERM)
+      errno = _ENOSYS if name in ("clone3", "openat2") else (_EROFS if name in _READ_ONLY_FS else _EPERM)
       prog += [(jeq, 0, 1, number), (ret, 0, 0, err(errno))]
   prog.append((ret, 0, 0, allow))
   return b"".join(struct.pack("<HBBI", *ins) for ins in prog)
