@@ -11,8 +11,9 @@ result pipe, walking the frames) it can only report values it computed itself.
 Order of events:
   1. read the job from stdin (program, inputs, per-input time limits, rlimits);
   2. set resource limits (CPU seconds, address space, file size, no core dumps) and load the
-     seccomp filter (`seccomp_program`): no new processes, no new files, no ptrace, no io_uring,
-     so processes, memory and inodes are bounded for the whole run, not per process;
+     seccomp filter (`seccomp_program`): no new processes, a read-only file system, no ptrace, no
+     network socket, no io_uring, so processes, memory and inodes are bounded for the whole run, not
+     per process, and nothing of the host changes;
   3. keep a private duplicate of stdout for the report, point fds 0-2 at /dev/null, so untrusted
      prints cost nothing;
   4. for candidates, apply the reliability guard (EvalPlus style: no fork, kill, system,

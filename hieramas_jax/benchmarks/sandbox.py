@@ -16,8 +16,8 @@ Two guarantees, kept apart on purpose:
   this repository, its data or the caches: no answer key is readable), a private tmpfs at /tmp
   (mounted first, so an interpreter under /tmp stays visible), a /dev of null, zero and random only,
   uid 65534 without capabilities, `--die-with-parent`, and a pid namespace whose end kills every
-  process the program started. In every mode the child loads a seccomp filter (one process, no new
-  files, no ptrace, no network socket, signals to itself only: `_sandbox_child.seccomp_program`), so
+  process the program started. In every mode the child loads a seccomp filter (one process, a
+  read-only file system, no ptrace, no network socket, signals to itself only: `seccomp_program`), so
   its rlimits (CPU, address space, open files) bound the whole grading, and the parent enforces each
   input's time limit too (`_converse`). Where bubblewrap cannot run, grading refuses (`SandboxError`
   naming the cause and the fix) unless `HIERAMAS_SANDBOX=fallback` asks for the fallback (a fresh
