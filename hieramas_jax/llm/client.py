@@ -192,6 +192,9 @@ class LLMClient:
     self._session: aiohttp.ClientSession | None = None
     self._semaphore: asyncio.Semaphore | None = None
     self._reached = False  # got any HTTP answer from the endpoint yet
+    # Cache key -> the one request in flight for it: identical concurrent calls (two cells asking the
+    # same question) share it, so each paid call is sent once and recorded in the cache once.
+    self._inflight: dict[str, asyncio.Future] = {}
 
   def __repr__(self) -> str:
     return (f"LLMClient({self.endpoint!r}, max_concurrency={self.max_concurrency}, "
@@ -260,11 +263,29 @@ class LLMClient:
       if hit is not None:
         return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
                           time.perf_counter() - started, True, hit.attempts)
+      shared = self._inflight.get(key)
+      if shared is not None:  # the same request is on its way: wait for it; this one is a replay
+        first = await asyncio.shield(shared)
+        return dataclasses.replace(first, latency_s=time.perf_counter() - started, cached=True)
+      shared = self._inflight[key] = asyncio.ensure_future(self._fetch(model, route, payload, key))
+      shared.add_done_callback(lambda f, key=key: self._settle(key, f))
+      return await asyncio.shield(shared)
+    return await self._fetch(model, route, payload, None)
+
+  def _settle(self, key: str, done: asyncio.Future) -> None:
+    """Forget a finished shared request (its answer is in the cache now, or it failed for all)."""
+    if self._inflight.get(key) is done:
+      del self._inflight[key]
+    if not done.cancelled():
+      done.exception()  # retrieved: a failure nobody awaited any more is not logged as unhandled
+
+  async def _fetch(self, model: str, route: _Route, payload: bytes, key: str | None) -> CallResult:
+    """Send the request (with retries), price it and record it in the cache."""
     text, prompt_tokens, completion_tokens, attempts, latency = await self._post(model, payload)
     cost = route.spec.cost(prompt_tokens, completion_tokens)
-    if cache is not None:
-      cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency)
+    if key is not None:
+      self.cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
+                     completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency)
     return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts)
 
   async def _post(self, model: str, payload: bytes) -> tuple[str, int, int, int, float]:
