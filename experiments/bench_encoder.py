@@ -14,6 +14,11 @@ checkpoint being committed) on the MMLU-Redux texts under each backend's embeddi
 
 Goals (issue 11): >= 3x today's texts/s on 2 cores, min cosine >= 0.99, the same policy choices.
 
+`--composition` measures instead what embedding each text in a forward pass of its own costs (the
+suite's path since issue 16: a vector then does not depend on its batch) against one batched call per
+chunk (the path before), torch backend, interleaved rounds, best round; key `encoder_composition`,
+with how many vectors of the sample the batched path changes and by how much.
+
 Run: `python experiments/bench_encoder.py` (or `make bench`).
 `--write_reference=tests/data/encoder_reference` rewrites the test's stored reference embeddings instead.
 """
@@ -46,6 +51,7 @@ flags.DEFINE_list("backends", ["torch", "onnx", "onnx-int8"], "Backends to measu
 flags.DEFINE_integer("seed", 0, "Picks the sample's items and the policy checkpoint's initialisation.")
 flags.DEFINE_string("pool", "gpt-5-mini", "Pool whose profiles are embedded and which the policy chooses from.")
 flags.DEFINE_string("out", str(RESULTS_DIR / "bench.json"), "Results file (key `encoder`).")
+flags.DEFINE_bool("composition", False, "Measure one text per pass against batched calls (key encoder_composition).")
 flags.DEFINE_string("write_reference", None, "Write the test's reference sample (texts + torch embeddings) here.")
 
 # Edge cases the reference sample adds to sampled texts: tokenizer and truncation paths.
@@ -123,10 +129,53 @@ def write_reference(directory: pathlib.Path) -> None:
       "made_by": f"python experiments/bench_encoder.py --write_reference={directory}"})
 
 
+BATCHED_SIZE = 64  # the torch path's batch before issue 16
+
+
+def composition_cost(texts: list[str], warmup: list[str], reps: int) -> dict:
+  """texts/s of one text per forward pass (today) and of batched calls (before), same torch model."""
+  with tempfile.TemporaryDirectory(prefix="bench-encoder-") as tmp:
+    one = encoder_lib.SentenceEncoder(backend="torch", cache_path=pathlib.Path(tmp) / "a.sqlite")._load()
+    batched = encoder_lib.SentenceEncoder(backend="torch", cache_path=pathlib.Path(tmp) / "b.sqlite",
+                                          batch_size=BATCHED_SIZE)._load()
+  one.encode(warmup)
+  batched.encode(warmup)
+  paths = {"one_text_per_pass": lambda: one.encode(texts), "batched": lambda: batched.encode(texts)}
+  rates: dict[str, list[float]] = {name: [] for name in paths}
+  vecs = {}
+  for _ in range(reps):
+    for name, run in paths.items():
+      start = time.perf_counter()
+      vecs[name] = np.asarray(run(), np.float32)
+      rates[name].append(len(texts) / (time.perf_counter() - start))
+      print(f"{name}: {rates[name][-1]:.1f} texts/s", flush=True)
+  changed = np.any(vecs["batched"] != vecs["one_text_per_pass"], axis=1)
+  best = {name: max(r) for name, r in rates.items()}
+  return {"texts_per_s": {name: round(v, 2) for name, v in best.items()},
+          "rounds": {name: [round(x, 2) for x in r] for name, r in rates.items()},
+          "slowdown": round(best["batched"] / best["one_text_per_pass"], 3),
+          "batch_size": BATCHED_SIZE, "texts": len(texts),
+          "vectors_changed_by_batching": int(changed.sum()),
+          "max_abs_difference": float(np.max(np.abs(vecs["batched"] - vecs["one_text_per_pass"]))),
+          "note": ("slowdown = batched texts/s over one-text-per-pass texts/s, best of interleaved rounds, every "
+                   "text a cache miss; a cached text costs neither")}
+
+
 def main(argv):
   del argv
   if FLAGS.write_reference:
     write_reference(pathlib.Path(FLAGS.write_reference))
+    return
+  if FLAGS.composition:
+    texts = [t for _, t in sample_texts(FLAGS.per_benchmark, FLAGS.seed)]
+    out = composition_cost(texts, [f"warm-up text {i}: the quick brown fox" for i in range(16)], FLAGS.reps)
+    out["machine"] = {"cpu_count": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+                      "note": "2 cores shared with other work; every rate drops under load"}
+    out["provenance"] = provenance(seed=FLAGS.seed, benchmarks=list(BENCHMARKS),
+                                   flags={k: FLAGS[k].value for k in ("per_benchmark", "reps", "seed", "pool",
+                                                                       "composition")})
+    update_json_key(FLAGS.out, "encoder_composition", out)
+    print(json.dumps({k: out[k] for k in ("texts_per_s", "slowdown", "vectors_changed_by_batching")}))
     return
   if FLAGS.backends[0] != "torch":
     raise app.UsageError("--backends must start with torch (today's path, the reference)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import os
 import pathlib
@@ -37,17 +38,45 @@ def task0():
 
 
 def _run(item, code, limits=FAST, iso=None):
-  return asyncio.run(sandbox.run_candidate(item, code, limits, use_cache=False, iso=iso))
+  return asyncio.run(sandbox.run_candidate(item, code, limits, use_cache=False, iso=iso or _iso("bwrap")))
 
 
-BWRAP = sandbox.isolation().mode == "bwrap"
-needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here (see sandbox.isolation())")
-MODES = [pytest.param("fallback", id="fallback"),
-         pytest.param("bwrap", id="bwrap", marks=needs_bwrap)]
+def _bwrap_or_why() -> str | None:
+  try:
+    iso = sandbox.isolation()
+  except sandbox.SandboxError as e:
+    return str(e)
+  return None if iso.mode == "bwrap" else f"{sandbox.SANDBOX_ENV}={iso.mode}"
+
+
+WHY_NO_BWRAP = _bwrap_or_why()
+BWRAP = WHY_NO_BWRAP is None
+# An isolation test never skips quietly: in CI (CI=true) it fails; elsewhere it skips with the cause,
+# which `-rs` (setup.cfg) prints in every run.
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_bwrap() -> None:
+  if WHY_NO_BWRAP is not None:
+    if IN_CI:
+      pytest.fail(f"isolation cannot run in CI: {WHY_NO_BWRAP}")
+    pytest.skip(f"isolation cannot run here: {WHY_NO_BWRAP}")
+
+
+@pytest.fixture
+def _bwrap_required():
+  require_bwrap()
+
+
+needs_bwrap = pytest.mark.usefixtures("_bwrap_required")
+MODES = ["fallback", "bwrap"]
 
 
 def _iso(mode):
-  return sandbox.isolation() if mode == "bwrap" else sandbox.fallback_isolation()
+  if mode == "bwrap":
+    require_bwrap()
+    return sandbox.isolation()
+  return sandbox.fallback_isolation()
 
 
 def test_all_canonical_solutions_pass_base_and_plus():
@@ -118,6 +147,11 @@ HOSTILE = {
     "fork bomb via subprocess":
         "import subprocess, sys\nwhile True:\n    subprocess.Popen([sys.executable, '-c', 'pass'])\n",
     "50 GB allocation": FUNC + "    x = bytearray(50 * 10**9)\n    return True\n",
+    "thread bomb": ("import threading, time\n"
+                    "while True:\n    threading.Thread(target=time.sleep, args=(600,)).start()\n"),
+    "deep recursion": ("import sys\nsys.setrecursionlimit(10**8)\n" + FUNC
+                       + "    def down(n):\n        return down(n + 1) + 1\n    return down(0)\n"),
+    "pty spam": "import os\nptys = [os.openpty() for _ in range(500)]\n" + FUNC + GOOD_BODY,
     "open a socket": ("import socket\ns = socket.socket()\n" + FUNC + GOOD_BODY),
     "os._exit(0) before the tests": "import os\nos._exit(0)\n" + FUNC + GOOD_BODY,
     "os._exit(0) inside the function": "import os\n" + FUNC + "    os._exit(0)\n",
@@ -193,11 +227,14 @@ HOSTILE = {
 WHY = {
     "infinite loop in the function": "time limit",
     "infinite loop at load": "time limit",
-    "infinite loop ignoring SIGALRM (wall kill)": "wall time",
+    "infinite loop ignoring SIGALRM (wall kill)": "killed by the grader",
     "fork bomb": "os.fork is disabled",
     "fork bomb via multiprocessing": "",
     "fork bomb via subprocess": "subprocess.Popen is disabled",
     "50 GB allocation": "MemoryError",
+    "thread bomb": "can't start new thread",
+    "deep recursion": "",
+    "pty spam": "",
     "open a socket": "socket.socket is disabled",
     "os._exit(0) before the tests": "no result",
     "os._exit(0) inside the function": "no result",
@@ -205,7 +242,7 @@ WHY = {
     "forged result line": "malformed report",
     "flooding the result pipe": "",
     "rebinding the harness's json.dumps": "failed at base test 0",
-    "huge file": "File too large",
+    "huge file": "Read-only file system",
     "frame-walking forger": "failed at base test",
     "forged outputs on every inherited fd": "failed at base test",
     "an object whose __eq__ always says yes": "cannot be compared",
@@ -250,9 +287,10 @@ def test_files_outside_the_workdir_survive(task0, tmp_path, mode):
     grade = _run(task0, attack + FUNC + GOOD_BODY, iso=iso)
     assert not grade.correct, attack
     assert sentinel.read_text() == "keep me", attack
-  # Inside its own directory the candidate may create and delete files.
+  # No program creates a file, even in its own directory (seccomp: inodes are bounded at zero).
   local = ("import os\nopen('scratch', 'w').write('x')\nos.remove('scratch')\n" + FUNC + GOOD_BODY)
-  assert _run(task0, local, iso=iso).correct
+  grade = _run(task0, local, iso=iso)
+  assert not grade.correct and "Read-only file system" in grade.detail, grade.detail
 
 
 def test_no_connection_leaves_the_sandbox(task0):
@@ -270,13 +308,12 @@ def test_no_connection_leaves_the_sandbox(task0):
     server.close()
 
 
-def test_fallback_workdir_is_cleaned_up(task0, tmp_path):
-  # The fallback runs in a host temp directory: the candidate reports it through a file the test
-  # can read afterwards; the directory itself must be gone.
-  marker = tmp_path / "cwd.txt"
-  code = f"import os\nopen({str(marker)!r}, 'w').write(os.path.realpath('.'))\n" + FUNC + GOOD_BODY
-  assert _run(task0, code, iso=sandbox.fallback_isolation()).correct
-  workdir = marker.read_text()
+def test_fallback_workdir_is_cleaned_up(task0):
+  # The fallback runs in a host temp directory: the candidate reports it in its failure (it can
+  # write no file); the directory itself must be gone.
+  code = "import os\nraise RuntimeError('cwd=' + os.path.realpath('.'))\n" + FUNC + GOOD_BODY
+  grade = _run(task0, code, iso=sandbox.fallback_isolation())
+  workdir = grade.detail.split("cwd=")[1]
   assert "hieramas-sandbox-" in workdir
   assert not os.path.exists(workdir)
 
@@ -284,7 +321,7 @@ def test_fallback_workdir_is_cleaned_up(task0, tmp_path):
 def test_grades_are_cached_by_code(task0):
   code = FUNC + GOOD_BODY + "# cache probe\n"
   path = sandbox._grade_cache_path(task0, code)
-  assert not path.exists()
+  path.unlink(missing_ok=True)  # a cache directory kept from an earlier run (HIERAMAS_CACHE_DIR set)
   first = asyncio.run(sandbox.run_candidate(task0, code))
   assert path.exists() and first.correct
   start = time.monotonic()
@@ -424,9 +461,9 @@ def test_absolute_path_writes_and_deletes_touch_nothing(task0, tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["sentinel.txt"]
   assert not any(p.exists() for p in targets.values())
   assert not pathlib.Path("/usr/pwned.txt").exists() and not pathlib.Path("/pwned.txt").exists()
-  # /tmp inside is the program's own tmpfs: writing there works and reaches nothing outside.
+  # /tmp inside is the program's own tmpfs, and no file can be created there either.
   host_tmp = pathlib.Path("/tmp") / f"pwned-{secrets.token_hex(4)}.txt"
-  assert _run(task0, f"open({str(host_tmp)!r}, 'w').write('pwned')\n" + FUNC + GOOD_BODY).correct
+  assert not _run(task0, f"open({str(host_tmp)!r}, 'w').write('pwned')\n" + FUNC + GOOD_BODY).correct
   assert not host_tmp.exists()
   assert _run(task0, GOOD_BODY).correct
 
@@ -442,7 +479,7 @@ def test_no_network_even_round_the_guard(task0):
   attack = f"import _socket\ns = _socket.socket()\ns.connect(('127.0.0.1', {port}))\n" + FUNC + GOOD_BODY
   try:
     grade = _run(task0, attack)
-    assert not grade.correct and "ConnectionRefusedError" in grade.detail, grade.detail
+    assert not grade.correct and "Operation not permitted" in grade.detail, grade.detail  # seccomp: no AF_INET
     with pytest.raises(socket.timeout):
       server.accept()
   finally:
@@ -472,8 +509,8 @@ def test_what_the_program_sees_inside_bubblewrap(task0):
       check("answer key hidden", not any(os.path.exists(p) for p in {hidden!r}))
       check("checkout empty", not os.path.exists({str(REPO_DIR)!r}) or set(os.listdir({str(REPO_DIR)!r})) <= {venv_parts!r})
       check("cwd is /tmp", os.getcwd() == "/tmp")
-      open("/tmp/scratch", "w").write("x")
-      for path in ("/scratch", "/usr/scratch", "/dev/scratch", os.path.join(os.__file__, "..", "scratch")):
+      for path in ("/tmp/scratch", "/scratch", "/usr/scratch", "/dev/scratch",
+                   os.path.join(os.__file__, "..", "scratch")):
           try:
               open(path, "w")
               failed.append("wrote " + path)
@@ -522,24 +559,32 @@ def test_sandboxed_programs_die_with_the_grader(task0, tmp_path):
     grader.kill()
 
 
-def test_fallback_warns_once_and_is_recorded(monkeypatch, caplog):
+def test_no_isolation_refuses_unless_fallback_is_asked_for(monkeypatch, caplog, task0):
   monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
-  monkeypatch.delenv(sandbox.SANDBOX_ENV, raising=False)
+  from hieramas_jax.experiment.provenance import provenance
   sandbox.isolation.cache_clear()
   try:
+    for wanted in (None, "auto", "bwrap"):  # the default never quietly grades without isolation
+      if wanted is None:
+        monkeypatch.delenv(sandbox.SANDBOX_ENV, raising=False)
+      else:
+        monkeypatch.setenv(sandbox.SANDBOX_ENV, wanted)
+      sandbox.isolation.cache_clear()
+      with pytest.raises(sandbox.SandboxError, match="bwrap is not installed.*Fix: install bubblewrap"
+                                                     ".*HIERAMAS_SANDBOX=fallback"):
+        sandbox.isolation()
+      with pytest.raises(sandbox.SandboxError, match="bubblewrap cannot isolate"):
+        asyncio.run(sandbox.run_candidate(task0, FUNC + GOOD_BODY, FAST, use_cache=False))
+      assert provenance(seed=0)["sandbox"]["mode"] == "unavailable"
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "fallback")
+    sandbox.isolation.cache_clear()
     with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
       first = sandbox.isolation()
       again = sandbox.isolation()
     assert first is again and first.mode == "fallback"
     warnings = [r for r in caplog.records if r.name == sandbox.__name__]
-    assert len(warnings) == 1 and "WITHOUT isolation" in warnings[0].getMessage()
-    assert "bwrap is not installed" in warnings[0].getMessage()
-    from hieramas_jax.experiment.provenance import provenance
+    assert len(warnings) == 1 and "WITHOUT namespace isolation" in warnings[0].getMessage()
     assert provenance(seed=0)["sandbox"]["mode"] == "fallback"
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
-    sandbox.isolation.cache_clear()
-    with pytest.raises(sandbox.SandboxError, match="HIERAMAS_SANDBOX=bwrap but bubblewrap cannot run"):
-      sandbox.isolation()
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "chroot")
     sandbox.isolation.cache_clear()
     with pytest.raises(sandbox.SandboxError, match="expected auto, bwrap or fallback"):
@@ -547,8 +592,8 @@ def test_fallback_warns_once_and_is_recorded(monkeypatch, caplog):
   finally:
     sandbox.isolation.cache_clear()
   monkeypatch.undo()
-  from hieramas_jax.experiment.provenance import provenance
-  assert provenance(seed=0)["sandbox"] == sandbox.isolation().provenance()
+  if BWRAP:
+    assert provenance(seed=0)["sandbox"] == sandbox.isolation().provenance()
 
 
 def test_grades_are_cached_per_isolation_mode(task0):
@@ -560,3 +605,170 @@ def test_main_guard_demo_does_not_run(task0):
   # EvalPlus semantics: `if __name__ == "__main__":` blocks (often reading stdin) do not run.
   code = FUNC + GOOD_BODY + "\nif __name__ == '__main__':\n    print(has_close_elements(eval(input()), 0.5))\n"
   assert _run(task0, code).correct
+
+
+# What seccomp refuses in either mode: new processes, new files, ptrace; threads still work.
+SECCOMP_PROBE = textwrap.dedent("""\
+    import ctypes, os, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    failed = []
+    def refused(name, fn, *args):
+        try:
+            fn(*args)
+            failed.append(name)
+        except OSError:
+            pass
+    pid = libc.fork()
+    if pid == 0:
+        libc._exit(0)
+    if pid != -1:
+        failed.append("fork")
+    if libc.syscall(56, 0x11, 0, 0, 0, 0) != -1:  # raw clone(SIGCHLD) on x86_64, round libc's fork
+        libc._exit(0)
+    if libc.ptrace(16, os.getppid(), 0, 0) != -1:  # PTRACE_ATTACH
+        failed.append("ptrace")
+    if libc.kill(os.getppid(), 0) != -1 or libc.kill(-1, 0) != -1:  # signal 0: nothing is sent
+        failed.append("kill")
+    if libc.kill(os.getpid(), 0) != 0:
+        failed.append("kill self")
+    import _socket
+    refused("AF_INET socket", _socket.socket, _socket.AF_INET, _socket.SOCK_STREAM)
+    refused("AF_INET6 socket", _socket.socket, _socket.AF_INET6, _socket.SOCK_DGRAM)
+    _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM).close()
+    refused("create", open, "scratch-file", "w")
+    victim = VICTIM
+    refused("write", open, victim, "r+b")
+    refused("append", open, victim, "ab")
+    for call in (lambda: libc.truncate(victim.encode(), 0), lambda: libc.unlink(victim.encode()),
+                 lambda: libc.rename(victim.encode(), (victim + ".moved").encode()),
+                 lambda: libc.chmod(victim.encode(), 0o777)):
+        if call() != -1:
+            failed.append("changed the victim file")
+    refused("mkdir", os.mkdir, "scratch-dir")
+    refused("O_TMPFILE", os.open, ".", os.O_TMPFILE | os.O_RDWR)
+    refused("memfd", os.memfd_create, "x")
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(1))
+    t.start()
+    t.join()
+    if seen != [1]:
+        failed.append("threads")
+    if failed:
+        raise AssertionError(", ".join(failed))
+    """)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_seccomp_bounds_processes_files_and_ptrace(task0, mode, tmp_path):
+  if os.uname().machine != "x86_64":
+    pytest.fail("this probe's raw clone number is x86_64's; add the machine's")
+  # A host file the program tries to write, append to, truncate, delete, rename and chmod (in the
+  # fallback it can see it; under bubblewrap it cannot even do that).
+  victim = tmp_path / "victim.txt"
+  victim.write_text("keep me")
+  victim.chmod(0o644)
+  grade = _run(task0, f"VICTIM = {str(victim)!r}\n" + SECCOMP_PROBE + FUNC + GOOD_BODY, iso=_iso(mode))
+  assert grade.correct, grade.detail
+  assert victim.read_text() == "keep me" and (victim.stat().st_mode & 0o777) == 0o644
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]
+
+
+def test_seccomp_program_refuses_unknown_machines():
+  from hieramas_jax.benchmarks import _sandbox_child as child
+  assert len(child.seccomp_program("x86_64")) % 8 == 0 and child.seccomp_program("aarch64")
+  with pytest.raises(KeyError):
+    child.seccomp_program("riscv64")
+
+
+def test_ignoring_sigalrm_is_stopped_at_the_input_limit_not_the_wall(task0):
+  # The per-input limit is the parent's too: a program that ignores the child's SIGALRM is killed
+  # at its input's limit plus a grace, far before a 60 s wall.
+  limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=60.0, cpu_s=60, load_s=1.0)
+  code = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" + FUNC + "    while True:\n        pass\n")
+  start = time.monotonic()
+  grade = _run(task0, code, limits=limits)
+  elapsed = time.monotonic() - start
+  assert not grade.correct and "killed by the grader" in grade.detail, grade.detail
+  assert elapsed < 15, elapsed
+
+
+@needs_bwrap
+def test_hostile_program_reaches_no_secret_host_file_or_process(task0, monkeypatch):
+  # The grader holds a (fake) key; the program looks for it everywhere it could be, and for the
+  # host's files, caches and processes. It is graded correct only if every check holds.
+  secret = "sk-" + secrets.token_hex(16)
+  monkeypatch.setenv("OPENAI_API_KEY", secret)
+  monkeypatch.setenv("HIERAMAS_TEST_SECRET", secret)
+  host = [str(cache_dir()), str(BENCHMARK_DATA_DIR), str(REPO_DIR / "results"), "/etc", "/dev/ptmx", "/dev/pts",
+          "/dev/shm", "/var", "/sys"]
+  probe = textwrap.dedent(f"""\
+      import os, signal
+      failed = []
+      secret = {secret!r}
+      if any(secret in v for v in os.environ.values()):
+          failed.append("secret in environ")
+      for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
+          try:
+              if secret.encode() in open("/proc/%s/environ" % pid, "rb").read():
+                  failed.append("secret in /proc/%s/environ" % pid)
+          except OSError:
+              pass
+      for path in {host!r}:
+          if os.path.exists(path):
+              failed.append("sees " + path)
+      try:
+          os.kill(1, signal.SIGKILL)  # pid 1 is bubblewrap's own init, not the host's
+      except Exception:
+          pass
+      if failed:
+          raise AssertionError(", ".join(failed))
+      """)
+  grade = _run(task0, probe + FUNC + GOOD_BODY)
+  assert grade.correct, grade.detail
+  assert _run(task0, GOOD_BODY).correct
+
+
+@needs_bwrap
+def test_isolation_engages_for_an_interpreter_under_tmp(tmp_path):
+  # A checkout (and its venv) cloned under /tmp: the private /tmp must not hide the interpreter.
+  venv = tmp_path / "clone" / ".venv"
+  subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+  site = [p for p in sys.path if p.endswith("site-packages")]
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_DIR)] + site))
+  env.pop(sandbox.SANDBOX_ENV, None)
+  script = ("from hieramas_jax.benchmarks import sandbox\n"
+            "iso = sandbox.isolation()\n"
+            "print(iso.mode, iso.argv.index('--tmpfs') < iso.argv.index(%r))\n" % str(venv))
+  out = subprocess.run([str(venv / "bin" / "python"), "-c", script], env=env, capture_output=True, text=True,
+                       timeout=120, check=False)
+  assert out.returncode == 0 and out.stdout.split() == ["bwrap", "True"], out.stderr[-2000:]
+
+
+def test_forged_or_edited_cache_entries_are_not_replayed(task0, caplog):
+  # A grade cache entry claiming a wrong program passed (forged, or edited by hand), and edited
+  # expected outputs, are recomputed instead of replayed; the warning names the file.
+  wrong = FUNC + "    return None\n# forged " + secrets.token_hex(4) + "\n"
+  path = sandbox._grade_cache_path(task0, wrong)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps({"task_id": task0.id, "correct": True, "detail": "passed base and plus tests"}))
+  with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
+    grade = asyncio.run(sandbox.run_candidate(task0, wrong, FAST))
+  assert not grade.correct and str(path) in caplog.text
+  entry = json.loads(path.read_text())
+  assert entry["correct"] is False
+  entry["correct"] = True  # flipped, checksum kept
+  path.write_text(json.dumps(entry))
+  assert not asyncio.run(sandbox.run_candidate(task0, wrong, FAST)).correct
+  assert not asyncio.run(sandbox.run_candidate(task0, wrong, FAST)).correct  # the rewrite is honest
+  # Expected outputs edited so that `return None` would match: recomputed, not trusted.
+  exp_path = sandbox._expected_path(task0)
+  asyncio.run(sandbox.expected_outputs(task0))
+  exp = json.loads(exp_path.read_text())
+  exp["outputs"] = [{"out": None} for _ in exp["outputs"]]
+  exp_path.write_text(json.dumps(exp))
+  sandbox._EXPECTED_MEMO.clear()
+  caplog.clear()
+  with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
+    again = asyncio.run(sandbox.run_candidate(task0, FUNC + "    return None\n", FAST, use_cache=False))
+  assert not again.correct and str(exp_path) in caplog.text
+  assert _run(task0, GOOD_BODY).correct

@@ -10,7 +10,10 @@ result pipe, walking the frames) it can only report values it computed itself.
 
 Order of events:
   1. read the job from stdin (program, inputs, per-input time limits, rlimits);
-  2. set resource limits (CPU seconds, address space, file size, no core dumps);
+  2. set resource limits (CPU seconds, address space, file size, no core dumps) and load the
+     seccomp filter (`seccomp_program`): no new processes, a read-only file system, no ptrace, no
+     network socket, no io_uring, so processes, memory and inodes are bounded for the whole run, not
+     per process, and nothing of the host changes;
   3. keep a private duplicate of stdout for the report, point fds 0-2 at /dev/null, so untrusted
      prints cost nothing;
   4. for candidates, apply the reliability guard (EvalPlus style: no fork, kill, system,
@@ -33,6 +36,7 @@ import json
 import os
 import pickle
 import resource
+import struct
 import signal
 import sys
 import time
@@ -44,6 +48,7 @@ DIGEST_OVER_BYTES = 1 << 12
 # Integers within this bound are plain JSON numbers; larger ones are hex strings (Python's
 # int <-> decimal-str conversion is limited to 4300 digits).
 _PLAIN_INT = 1 << 53
+_MAX_FILES = 64
 
 
 class _TimeLimit(BaseException):
@@ -155,10 +160,107 @@ def _set_limits(cpu_s, memory_bytes, fsize_bytes):
   resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
   resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
   resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+  # Open files (and so ptys, pipes, sockets) of the one process seccomp allows.
+  resource.setrlimit(resource.RLIMIT_NOFILE, (_MAX_FILES, _MAX_FILES))
   try:  # not enforced for root, but costs nothing where it is
     resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))
   except (ValueError, OSError):
     pass
+
+
+# seccomp: the syscalls a graded program has no use for. Numbers per architecture (asm/unistd.h).
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR = {
+    "x86_64": {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435, "open": 2, "creat": 85, "mkdir": 83,
+               "mknod": 133, "symlink": 88, "link": 86, "openat": 257, "mkdirat": 258, "mknodat": 259,
+               "linkat": 265, "symlinkat": 266, "openat2": 437, "ptrace": 101, "process_vm_readv": 310,
+               "process_vm_writev": 311, "io_uring_setup": 425, "memfd_create": 319, "unshare": 272,
+               "setns": 308, "mount": 165, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
+               "socket": 41, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+               "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "pidfd_open": 434, "unlink": 87,
+               "unlinkat": 263, "rmdir": 84, "rename": 82, "renameat": 264, "renameat2": 316, "truncate": 76,
+               "chmod": 90, "fchmodat": 268, "chown": 92, "lchown": 94, "fchownat": 260},
+    "aarch64": {"clone": 220, "clone3": 435, "openat": 56, "mkdirat": 34, "mknodat": 33, "linkat": 37,
+                "symlinkat": 36, "openat2": 437, "ptrace": 117, "process_vm_readv": 270,
+                "process_vm_writev": 271, "io_uring_setup": 425, "memfd_create": 279, "unshare": 97,
+                "setns": 268, "mount": 40, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+                "socket": 198, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+                "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "pidfd_open": 434, "unlinkat": 35,
+                "renameat": 38, "renameat2": 276, "truncate": 45, "fchmodat": 53, "fchownat": 54},
+}
+_EPERM, _EROFS, _ENOSYS = 1, 30, 38
+_CLONE_THREAD = 0x10000
+# O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE (the same on x86_64 and aarch64)
+_WRITES = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000
+_READ_ONLY_FS = ("creat", "mkdir", "mknod", "symlink", "link", "mkdirat", "mknodat", "linkat", "symlinkat",
+                 "unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2", "truncate")
+
+
+def seccomp_program(machine=None, pid=None):
+  """The seccomp BPF program (bytes of `struct sock_filter`s) every graded program runs under.
+
+  Why: per-process rlimits do not bound a sandbox (RLIMIT_NPROC is not enforced for host uid 0,
+  RLIMIT_AS is per process, a tmpfs's inode count is unbounded). Without fork (threads only:
+  clone with CLONE_THREAD) one process holds everything, so RLIMIT_AS bounds the memory and
+  RLIMIT_CPU the CPU time of the whole run; the file system is read-only to it (open for writing,
+  creating, truncating or appending, mkdir, mknod, link, symlink, unlink, rename, truncate, chmod,
+  chown, memfd), so no inode or tmpfs page is spent and, in the fallback too, no host file, cache or
+  result can be changed (the report goes to an fd opened before the filter). No ptrace,
+  process_vm_*, io_uring (it would open files round this filter), namespaces, mount, bpf. Sockets
+  only of AF_UNIX (no network, whatever the mode); signals only to itself (`pid`: kill with pid
+  `pid` or 0, its own group; tgkill of its own threads), so not to the grader in the fallback.
+  clone3 and openat2 answer ENOSYS (their flags sit behind a pointer), so libc falls back to
+  clone and openat, which are checked. Another architecture is refused: KeyError.
+  """
+  machine = machine or os.uname().machine
+  pid = os.getpid() if pid is None else pid
+  nr = _NR[machine]
+  ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+  allow, kill = 0x7FFF0000, 0x80000000
+
+  def err(errno):
+    return 0x00050000 | errno
+
+  prog = [(ld, 0, 0, 4), (jeq, 1, 0, _AUDIT_ARCH[machine]), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+  if machine == "x86_64":  # the x32 ABI's numbers would miss every rule below
+    prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, err(_EPERM))]
+  flag_arg = {"open": 1, "openat": 2}
+  for name, number in sorted(nr.items(), key=lambda kv: kv[1]):
+    if name == "clone":  # threads only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jset, 0, 1, _CLONE_THREAD), (ret, 0, 0, allow),
+               (ret, 0, 0, err(_EPERM))]
+    elif name == "socket":  # AF_UNIX only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jeq, 0, 1, 1), (ret, 0, 0, allow), (ret, 0, 0, err(_EPERM))]
+    elif name == "kill":  # itself, or its own process group (it leads one: a new session)
+      prog += [(jeq, 0, 5, number), (ld, 0, 0, 16), (jeq, 2, 0, pid), (jeq, 1, 0, 0), (ret, 0, 0, err(_EPERM)),
+               (ret, 0, 0, allow)]
+    elif name == "tgkill":  # its own threads
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16), (jeq, 0, 1, pid), (ret, 0, 0, allow), (ret, 0, 0, err(_EPERM))]
+    elif name in flag_arg:  # reading only
+      prog += [(jeq, 0, 4, number), (ld, 0, 0, 16 + 8 * flag_arg[name]), (jset, 0, 1, _WRITES),
+               (ret, 0, 0, err(_EROFS)), (ret, 0, 0, allow)]
+    else:
+      errno = _ENOSYS if name in ("clone3", "openat2") else (_EROFS if name in _READ_ONLY_FS else _EPERM)
+      prog += [(jeq, 0, 1, number), (ret, 0, 0, err(errno))]
+  prog.append((ret, 0, 0, allow))
+  return b"".join(struct.pack("<HBBI", *ins) for ins in prog)
+
+
+def _load_seccomp():
+  """Load `seccomp_program` into this process (irrevocable; inherited by threads)."""
+  import ctypes  # pylint: disable=import-outside-toplevel
+  program = seccomp_program()
+  libc = ctypes.CDLL(None, use_errno=True)
+
+  class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+  buf = ctypes.create_string_buffer(program, len(program))
+  fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+  if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+  if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
 def _denied(name):
@@ -251,6 +353,10 @@ def main():
     emit(record)
     exit_now(0)
 
+  try:  # before any untrusted code; a filter that cannot load is a failed sandbox, never skipped
+    _load_seccomp()
+  except BaseException as e:  # pylint: disable=broad-except
+    finish({"stage": "seccomp", "error": "the seccomp filter did not load: " + _short(e)})
   signal.signal(signal.SIGALRM, _on_alarm)
   mode = job["mode"]
   if mode == "candidate":

@@ -13,18 +13,23 @@ Two guarantees, kept apart on purpose:
   (never unpickled) and read with a per-line size cap.
 * **Isolation** (`isolation()`): each program runs under bubblewrap in new user, pid, network, IPC,
   UTS and mount namespaces: a read-only root that holds only /usr and the Python installation (not
-  this repository, its data or the caches: no answer key is readable), a private size-capped tmpfs
-  at /tmp as the only writable place, uid 65534 without capabilities, `--die-with-parent`, and a
-  pid namespace whose end kills every process the program started, including ones that left the
-  session through libc. The rlimits (CPU, address space, file size) are the child's own. Where
-  bubblewrap cannot run, programs run as before (a fresh process group in a temporary working
-  directory, killed after every run) with one clear warning; the mode is in every result's
-  provenance (`experiment/provenance.py`).
+  this repository, its data or the caches: no answer key is readable), a private tmpfs at /tmp
+  (mounted first, so an interpreter under /tmp stays visible), a /dev of null, zero and random only,
+  uid 65534 without capabilities, `--die-with-parent`, and a pid namespace whose end kills every
+  process the program started. In every mode the child loads a seccomp filter (one process, a
+  read-only file system, no ptrace, no network socket, signals to itself only: `seccomp_program`), so
+  its rlimits (CPU, address space, open files) bound the whole grading, and the parent enforces each
+  input's time limit too (`_converse`). Where bubblewrap cannot run, grading refuses (`SandboxError`
+  naming the cause and the fix) unless `HIERAMAS_SANDBOX=fallback` asks for the fallback (a fresh
+  process group in a temporary working directory, killed after every run); the mode is in every
+  result's provenance (`experiment/provenance.py`).
 
 Expected outputs and per-input times come from running the canonical solution the same way
 (cached on disk under `paths.cache_dir()` as JSON, keyed by task id, data sha256 and harness
 version). A candidate's per-input limit is max(MIN_TIME_LIMIT_S, 4 x canonical time) as in EvalPlus.
-Grades are cached by sha256 of (task id, code, data sha256, harness version, isolation mode).
+Grades are cached by sha256 of (task id, code, data sha256, harness version, isolation mode). Both
+caches are written by the parent only, each entry sealed with its key fields and a checksum
+(`_seal`); a torn or edited entry is recomputed, never replayed.
 """
 
 from __future__ import annotations
@@ -61,19 +66,23 @@ CHILD_SCRIPT = pathlib.Path(child.__file__)
 CHILD_SOURCE = CHILD_SCRIPT.read_text(encoding="utf-8")
 
 # Bump when the harness or the comparison changes: old cached grades become stale.
-HARNESS_VERSION = "4"
+HARNESS_VERSION = "5"
 
 # EvalPlus defaults (evalplus/config.py): per-input limit = max(1 s, 4 x canonical time).
 MIN_TIME_LIMIT_S = 1.0
 TIME_LIMIT_FACTOR = 4.0
 
-# `HIERAMAS_SANDBOX`: "auto" (bubblewrap where it runs, else the fallback with a warning),
-# "bwrap" (bubblewrap or a SandboxError), "fallback" (no bubblewrap, no warning: asked for).
+# `HIERAMAS_SANDBOX`: "auto" and "bwrap" (bubblewrap, or a SandboxError naming cause and fix),
+# "fallback" (no bubblewrap: asked for, said once, recorded in every result's provenance).
 SANDBOX_ENV = "HIERAMAS_SANDBOX"
 SANDBOX_UID = 65534  # "nobody"
 # After the child exits, how long a pipe still held open (by an escaped process in the fallback
 # mode) may keep the parent reading.
 _EXIT_GRACE_S = 1.0
+# The parent's per-input deadline is twice the child's own limit plus this (the child's SIGALRM fires
+# first unless the program ignores it); the first input also gets the load time and the start.
+_LINE_GRACE_S = 2.0
+_STARTUP_GRACE_S = 3.0
 
 
 class SandboxError(RuntimeError):
@@ -187,13 +196,22 @@ def bwrap_argv(bwrap: str, *, disable_userns: bool = True, tmp_bytes: int = DEFA
   if disable_userns:  # no nested user namespace: the kernel surface it opens stays closed
     argv.append("--disable-userns")
   argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+  # The private /tmp first: bubblewrap mounts in argument order, so a tmpfs mounted after the
+  # interpreter's binds would hide an interpreter that lives under /tmp (a checkout cloned there).
+  argv += ["--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
   argv += _mount_plan()
-  # /dev read-only too (its device nodes still work): /tmp is the one writable place.
-  argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--size", str(int(tmp_bytes)),
-           "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+  # A minimal /dev: no ptmx or pts (a program could otherwise hold host ptys, a global budget).
+  argv += ["--proc", "/proc", "--size", "65536", "--tmpfs", "/dev"]
+  for node in _DEV_NODES:
+    argv += ["--dev-bind", node, node]
+  argv += ["--symlink", "/proc/self/fd", "/dev/fd", "--remount-ro", "/dev",
+           "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
   for key, value in _child_env("/tmp").items():
     argv += ["--setenv", key, value]
   return argv + ["--"]
+
+
+_DEV_NODES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 
 
 def _child_env(workdir: str) -> dict[str, str]:
@@ -202,7 +220,10 @@ def _child_env(workdir: str) -> dict[str, str]:
           "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-_PROBE = "import sys; sys.stdout.write('sandbox ok')"
+# The probe also loads the child's seccomp filter: a sandbox whose filter cannot load is refused here,
+# with bubblewrap's and the kernel's own words, rather than at the first grading.
+_PROBE = (f"ns = {{'__name__': 'probe'}}; exec({CHILD_SOURCE!r}, ns); ns['_load_seccomp'](); "
+          "import sys; sys.stdout.write('sandbox ok')")
 
 
 def _probe(argv: list[str], kwargs: dict) -> str | None:
@@ -278,25 +299,29 @@ def _decide_isolation() -> Isolation:
   if wanted not in ("auto", "bwrap", "fallback"):
     raise SandboxError(f"{SANDBOX_ENV}={wanted!r}: expected auto, bwrap or fallback")
   if wanted == "fallback":
+    log.warning("%s=fallback: HumanEval+ programs run WITHOUT namespace isolation (seccomp, rlimits, "
+                "a guard and a process-group kill only); results record sandbox mode 'fallback'",
+                SANDBOX_ENV)
     return fallback_isolation(f"{SANDBOX_ENV}=fallback")
   found = probe_bwrap()
   if isinstance(found, Isolation):
     return found
-  if wanted == "bwrap":
-    raise SandboxError(f"{SANDBOX_ENV}=bwrap but bubblewrap cannot run here: {found}")
-  log.warning("bubblewrap cannot run here (%s): HumanEval+ programs run WITHOUT isolation "
-              "(rlimits, a guard and a process-group kill only; they can read and write files and "
-              "outlive their task). Install bubblewrap, or set %s=fallback to silence this.",
-              found, SANDBOX_ENV)
-  return fallback_isolation(found)
+  # Never quietly weaker: a run that cannot isolate refuses to grade (one error, exit 2).
+  raise SandboxError(f"bubblewrap cannot isolate HumanEval+ programs here: {found}. Fix: install "
+                     f"bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces, "
+                     f"or set {SANDBOX_ENV}=fallback to grade without isolation (recorded in the results)")
 
 
 isolation.cache_clear = _decide_isolation.cache_clear  # type: ignore[attr-defined]
 
 
 def sandbox_provenance() -> dict[str, str | int | None]:
-  """The isolation mode for a result's provenance."""
-  return isolation().provenance()
+  """The isolation mode for a result's provenance ("unavailable" where grading would refuse:
+  results without HumanEval+ are still written, and say so)."""
+  try:
+    return isolation().provenance()
+  except SandboxError as e:
+    return {"mode": "unavailable", "detail": str(e), "host_uid": os.geteuid()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,8 +484,12 @@ async def _wait_returncode(proc: _Child) -> None:
     delay = min(delay * 2, 0.05)
 
 
-async def _converse(proc: _Child, deadline: float, on_line) -> tuple[bool, Stop | None]:
+async def _converse(proc: _Child, deadline: float, on_line, line_budget=None) -> tuple[bool, Stop | None]:
   """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or the deadline.
+
+  `line_budget(n)`, if given, is how many seconds report line n may take after line n - 1 (or
+  after the start): the per-input limits enforced from outside, so a program that ignores or
+  blocks the child's SIGALRM is still stopped at its input's limit, not at the wall limit.
 
   Returns:
     (timed_out, the Stop or None).
@@ -468,11 +497,13 @@ async def _converse(proc: _Child, deadline: float, on_line) -> tuple[bool, Stop 
   loop = asyncio.get_running_loop()
   exited = asyncio.ensure_future(_wait_returncode(proc))
   read = None
+  n_lines = 0
+  line_deadline = deadline if line_budget is None else min(deadline, loop.time() + line_budget(0))
   try:
     while True:
       if read is None:
         read = asyncio.ensure_future(proc.stdout.readline())
-      remaining = deadline - loop.time()
+      remaining = line_deadline - loop.time()
       if remaining <= 0:
         return True, None
       if exited.done():
@@ -495,14 +526,17 @@ async def _converse(proc: _Child, deadline: float, on_line) -> tuple[bool, Stop 
         stop = on_line(line)
         if stop is not None:
           return False, stop
+        n_lines += 1
+        if line_budget is not None:
+          line_deadline = min(deadline, loop.time() + line_budget(n_lines))
   finally:
     for task in (read, exited):
       if task is not None and not task.done():
         task.cancel()
 
 
-async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | None = None
-                    ) -> RunOutcome:
+async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | None = None,
+                    line_budget=None) -> RunOutcome:
   """Run one job in a fresh child under `iso` (default: `isolation()`); never raises for the
   child's sake.
 
@@ -511,6 +545,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
     limits: resource limits.
     on_line: called with each report line (bytes); returns None to go on, or a Stop.
     iso: the isolation.
+    line_budget: seconds each report line may take (see `_converse`); None: the wall limit only.
 
   Raises:
     SandboxError: the child could not be started at all.
@@ -542,7 +577,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
       deadline = loop.time() + limits.wall_s
       try:
         await proc.send(payload, timeout=limits.wall_s)  # a child dead before reading reports nothing: failed
-        timed_out, stop = await _converse(proc, deadline, on_line)
+        timed_out, stop = await _converse(proc, deadline, on_line, line_budget)
         if stop is not None and stop.let_exit:
           with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(_wait_returncode(proc), timeout=_EXIT_GRACE_S)
@@ -590,13 +625,48 @@ def _expected_path(item: Item) -> pathlib.Path:
   return cache_dir() / "humaneval_expected" / f"{key.hexdigest()}.json"
 
 
-def _load_expected(path: pathlib.Path, n: int) -> _Expected | None:
+def _seal(record: dict) -> bytes:
+  """A cache entry with the sha256 of its own canonical JSON: an edited entry no longer matches."""
+  body = json.dumps(record, sort_keys=True, separators=(",", ":"))
+  return json.dumps(dict(record, sha256=hashlib.sha256(body.encode()).hexdigest()), sort_keys=True).encode()
+
+
+def _unseal(path: pathlib.Path, **expect) -> dict | None:
+  """The entry at `path` if it is whole, its checksum holds and it is for `expect`; else None.
+
+  A missing entry is silent; a torn, edited or foreign one is said (naming the file) and recomputed,
+  never replayed. The parent alone writes these files: no graded program can see them (bubblewrap)."""
   try:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+  except FileNotFoundError:
+    return None
+  except OSError as e:
+    log.warning("%s: unreadable (%s); recomputing it", path, e)
+    return None
+  try:
+    data = json.loads(text)
+    claimed = data.pop("sha256")
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    ok = claimed == hashlib.sha256(body.encode()).hexdigest() and all(data.get(k) == v for k, v in expect.items())
+  except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    ok = False
+  if not ok:
+    log.warning("%s: torn, edited or not this entry's (checksum or key fields differ); recomputing it "
+                "instead of replaying it", path)
+    return None
+  return data
+
+
+def _load_expected(path: pathlib.Path, item: Item) -> _Expected | None:
+  n = len(_inputs(item))
+  data = _unseal(path, task_id=item.id, data_sha256=data_sha256(item.benchmark), harness=HARNESS_VERSION)
+  if data is None:
+    return None
+  try:
     exp = _Expected(list(data["outputs"]), [float(t) for t in data["times"]], int(data["n_base"]),
                     float(data["check_time"]))
-  except (OSError, ValueError, KeyError, TypeError):
-    return None  # missing, torn or foreign: recompute
+  except (ValueError, KeyError, TypeError):
+    return None
   if len(exp.outputs) != n or len(exp.times) != n:
     return None
   return exp
@@ -661,12 +731,13 @@ async def expected_outputs(item: Item) -> _Expected:
     if memo_key in _EXPECTED_MEMO:
       return _EXPECTED_MEMO[memo_key]
     path = _expected_path(item)
-    expected = _load_expected(path, len(_inputs(item)))
+    expected = _load_expected(path, item)
     if expected is None:
       expected = await _run_expected(item)
-      atomic_write_bytes(path, json.dumps({
-          "task_id": item.id, "outputs": expected.outputs, "times": expected.times,
-          "n_base": expected.n_base, "check_time": expected.check_time}).encode("utf-8"))
+      atomic_write_bytes(path, _seal({
+          "task_id": item.id, "data_sha256": data_sha256(item.benchmark), "harness": HARNESS_VERSION,
+          "outputs": expected.outputs, "times": expected.times, "n_base": expected.n_base,
+          "check_time": expected.check_time}))
     _EXPECTED_MEMO[memo_key] = expected
     return expected
 
@@ -745,6 +816,9 @@ class _Judge:
       return self._decide(False, "malformed report from the sandbox")
     if "done" in rec and self.matched == len(self.inputs):  # only reached for a task without inputs
       return self._decide(True, "passed base and plus tests")
+    if rec.get("stage") == "seccomp":  # the sandbox did not engage: never a grade
+      raise SandboxError(f"{rec.get('error')}; grading refuses to run programs without it "
+                         "(is this a Linux x86_64/aarch64 kernel with seccomp?)")
     if "i" not in rec:  # the child's own account of a failure before the first input
       if rec.get("stage") in ("load", "guard") and isinstance(rec.get("error"), str):
         return self._decide(False, f"failed at {rec['stage']}: {rec['error'][:300]}")
@@ -769,7 +843,7 @@ class _Judge:
     if outcome.stopped:
       return Grade(False, self.code, f"failed: {outcome.stopped}")
     if outcome.timed_out:
-      return Grade(False, self.code, "wall time limit exceeded (process group killed)")
+      return Grade(False, self.code, "time limit exceeded (killed by the grader)")
     if self.matched == 0:
       return Grade(False, self.code, f"no result from the sandbox (exit code {outcome.returncode})")
     return Grade(False, self.code, f"no result for {self._where(self.matched)} "
@@ -826,12 +900,12 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
   """
   iso = iso or isolation()
   cache_path = _grade_cache_path(item, code, iso.mode)
-  if use_cache and cache_path.exists():
-    try:
-      cached = json.loads(cache_path.read_text())
-      return Grade(bool(cached["correct"]), code, str(cached["detail"]))
-    except (ValueError, KeyError):
-      pass
+  key = {"task_id": item.id, "code_sha256": hashlib.sha256(code.encode()).hexdigest(),
+         "data_sha256": data_sha256(item.benchmark), "harness": HARNESS_VERSION, "mode": iso.mode}
+  if use_cache:
+    cached = _unseal(cache_path, **key)
+    if cached is not None and type(cached.get("correct")) is bool and isinstance(cached.get("detail"), str):
+      return Grade(cached["correct"], code, cached["detail"])
   program = assemble_program(item, code)
   if program is None:
     grade = Grade(False, code, "syntax error")
@@ -844,11 +918,16 @@ async def run_candidate(item: Item, code: str, limits: SandboxLimits = DEFAULT_L
     wall_s = max(limits.wall_s, limits.load_s + 2 * TIME_LIMIT_FACTOR * sum(expected.times))
     run_limits = dataclasses.replace(limits, wall_s=wall_s, cpu_s=max(limits.cpu_s, int(wall_s) + 1))
     judge = _Judge(item, expected, code)
-    outcome = await run_child(job, run_limits, judge.on_line, iso)
+    limits_s = job["time_limits"]
+
+    def line_budget(n: int) -> float:  # twice the child's own limit plus a grace: a loaded machine, and
+      first = limits.load_s + _STARTUP_GRACE_S if n == 0 else 0.0  # the output's encoding is not timed
+      return first + 2 * (limits_s[n] if n < len(limits_s) else 0.0) + _LINE_GRACE_S
+
+    outcome = await run_child(job, run_limits, judge.on_line, iso, line_budget)
     grade = judge.result(outcome)
   if use_cache:
-    atomic_write_bytes(cache_path, json.dumps({"task_id": item.id, "correct": grade.correct,
-                                               "detail": grade.detail}).encode())
+    atomic_write_bytes(cache_path, _seal(dict(key, correct=grade.correct, detail=grade.detail)))
   return grade
 
 

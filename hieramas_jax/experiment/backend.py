@@ -207,7 +207,11 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     async with client:
       yield Backend(client, endpoint, cache, tuple(endpoints), pool, cap, report)
   finally:
-    if cache is not None:
-      cache.close()
-    if handle is not None:
-      handle.close()
+    # The sim first, and in a `finally` of its own: an error closing the cache (a full disk) must
+    # not leave the sim's process running.
+    try:
+      if handle is not None:
+        handle.close()
+    finally:
+      if cache is not None:
+        cache.close()

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import os
 import pathlib
 from typing import Any, Iterable, Sequence
@@ -21,7 +22,7 @@ from tqdm.auto import tqdm
 from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
-from hieramas_jax.experiment.provenance import atomic_write_text
+from hieramas_jax.experiment.rundir import StateError, read_sealed_lines, sealed_line
 from hieramas_jax.experiment.writers import MetricWriter
 from hieramas_jax.methods.api import Method, RunContext
 
@@ -60,15 +61,29 @@ class ItemResult:
 
   @classmethod
   def from_json(cls, data: dict[str, Any]) -> "ItemResult":
+    """Raises ValueError naming the field when a value has the wrong type (e.g. a string cost)."""
+    for f in dataclasses.fields(cls):
+      if f.name not in data:
+        raise ValueError(f"no field {f.name!r}")
+      want = _FIELD_TYPES[f.name]
+      value = data[f.name]
+      if not isinstance(value, want) or (isinstance(value, bool) and bool not in want):
+        raise ValueError(f"field {f.name!r} is {type(value).__name__}, not {want[0].__name__}")
     return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
 
 
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "item_id": (str,), "correct": (bool,), "extracted": (str, type(None)), "detail": (str,),
+    "cost_usd": (float, int), "prompt_tokens": (int,), "completion_tokens": (int,), "n_calls": (int,),
+    "cached_calls": (int,), "trace": (dict,)}
+
+
 def summarise(results: Sequence[ItemResult]) -> dict[str, Any]:
-  """Accuracy (%), total cost and tokens of a set of results."""
+  """Accuracy (%), total cost and tokens of a set of results (the cost sum is order-free: fsum)."""
   n = len(results)
   n_correct = sum(r.correct for r in results)
   return {"n": n, "n_correct": n_correct, "accuracy": 100.0 * n_correct / n if n else float("nan"),
-          "cost_usd": sum(r.cost_usd for r in results),
+          "cost_usd": math.fsum(r.cost_usd for r in results),
           "prompt_tokens": sum(r.prompt_tokens for r in results),
           "completion_tokens": sum(r.completion_tokens for r in results),
           "n_calls": sum(r.n_calls for r in results),
@@ -88,30 +103,29 @@ def usage_by_model(results: Sequence[ItemResult]) -> dict[str, list[int]]:
 
 
 def load_done(run_dir: str | os.PathLike) -> dict[str, ItemResult]:
-  """Results already in a run directory's items.jsonl.
+  """Results already in a run directory's items.jsonl, each checked (checksum and field types).
 
-  A line torn by a kill mid-write can only be the last one; it is dropped and the file rewritten
-  without it, so the next append starts on a clean line.
+  A line torn by a kill mid-write can only be the last one; it is dropped (said once) and the file
+  rewritten without it. Anything else wrong (a torn middle line, an edited record, a wrong type) is
+  a StateError naming the file: a damaged result is never replayed into a table.
+
+  Raises:
+    StateError: items.jsonl is damaged or was edited.
   """
   path = pathlib.Path(run_dir) / ITEMS_FILE
   if not path.exists():
     return {}
-  done: dict[str, ItemResult] = {}
-  good_lines: list[str] = []
-  torn = False
-  for line in path.read_text(encoding="utf-8").splitlines():
-    if not line.strip():
-      continue
-    try:
-      result = ItemResult.from_json(json.loads(line))
-    except (json.JSONDecodeError, KeyError, TypeError):
-      torn = True
-      continue
-    done[result.item_id] = result
-    good_lines.append(line)
+  fix = f"delete {path} (its cell then reruns; cached calls cost nothing)"
+  records, torn = read_sealed_lines(path, fix)
   if torn:
-    log.warning("%s: dropped a torn line left by an interrupted run", path)
-    atomic_write_text(path, "".join(l + "\n" for l in good_lines))
+    log.warning("%s: dropped the torn last line left by an interrupted run", path)
+  done: dict[str, ItemResult] = {}
+  for record in records:
+    try:
+      result = ItemResult.from_json(record)
+    except ValueError as e:
+      raise StateError(f"{path}: a record for {record.get('item_id')!r} is malformed ({e}); {fix}") from None
+    done[result.item_id] = result
   return done
 
 
@@ -171,7 +185,7 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
       traces_f.write(json.dumps({"item_id": item.id, "correct": result.correct, **trace.to_json()}) + "\n")
       traces_f.flush()
     if items_f is not None:
-      items_f.write(json.dumps(result.to_json()) + "\n")
+      items_f.write(sealed_line(result.to_json()))
       items_f.flush()
     finished.append(result)
     bar.update(1)

@@ -7,15 +7,74 @@ edited data file is named in the error instead of hiding among other differences
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
 from typing import Any, Mapping
 
+from hieramas_jax.benchmarks.data import DataError
 from hieramas_jax.fileio import atomic_write_text
 from hieramas_jax.paths import REPO_DIR
 
 DATA_KEY = "data"
+
+
+class StateError(DataError):
+  """A run-directory or cache file is damaged or edited: one line naming the file and the fix (exit 2)."""
+
+
+def read_json(path: str | os.PathLike, fix: str) -> Any:
+  """The JSON in `path`, or a StateError naming the file and `fix` (never a bare traceback)."""
+  path = pathlib.Path(path)
+  try:
+    return json.loads(path.read_text(encoding="utf-8"))
+  except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+    raise StateError(f"{path}: not readable JSON ({type(e).__name__}: {str(e)[:200]}); {fix}") from e
+
+
+def _record_digest(record: Mapping[str, Any]) -> str:
+  body = json.dumps({k: v for k, v in record.items() if k != "sha256"}, sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(body.encode()).hexdigest()
+
+
+def sealed_line(record: Mapping[str, Any]) -> str:
+  """One JSONL line holding `record` and the sha256 of its canonical JSON (so an edit is detected)."""
+  return json.dumps({**record, "sha256": _record_digest(record)}) + "\n"
+
+
+def read_sealed_lines(path: str | os.PathLike, fix: str) -> tuple[list[dict[str, Any]], bool]:
+  """The records of a JSONL file written with `sealed_line`, and whether a torn last line was dropped.
+
+  Only the last line can be torn by a kill mid-write (it is then dropped and the file rewritten
+  without it, so the next append starts clean). A bad line anywhere else, or a record whose checksum
+  does not match (edited by hand or by a program), is a StateError naming the file, line and `fix`.
+  """
+  path = pathlib.Path(path)
+  try:
+    lines = path.read_text(encoding="utf-8").splitlines()
+  except UnicodeDecodeError as e:
+    raise StateError(f"{path}: not UTF-8 text ({e}); {fix}") from e
+  numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
+  records: list[dict[str, Any]] = []
+  kept: list[str] = []
+  torn = False
+  for n, (lineno, line) in enumerate(numbered):
+    try:
+      record = json.loads(line)
+    except (ValueError, RecursionError):
+      if n == len(numbered) - 1 and not path.read_bytes().endswith(b"\n"):
+        torn = True  # a kill mid-append: only ever the unterminated last line
+        break
+      raise StateError(f"{path}:{lineno}: not a JSON record (a torn line can only be the last); {fix}") from None
+    if not isinstance(record, dict) or record.get("sha256") != _record_digest(record):
+      raise StateError(f"{path}:{lineno}: the record's checksum does not match (edited after it was written); "
+                       f"{fix}")
+    records.append(record)
+    kept.append(line)
+  if torn:
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+  return records, torn
 
 
 class RunConfigMismatchError(ValueError):
@@ -52,7 +111,7 @@ def prepare_run_dir(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> pa
   path = run_dir / "config.json"
   wanted = json.loads(json.dumps(config))
   if path.exists():
-    old = json.loads(path.read_text())
+    old = read_json(path, f"delete {repo_relative(run_dir)} (or use another --run_root) and rerun")
     if old != wanted:
       if DATA_KEY in wanted and old.get(DATA_KEY) != wanted[DATA_KEY]:
         raise DataChangedError(f"{repo_relative(run_dir)}: {_data_difference(old.get(DATA_KEY), wanted[DATA_KEY])}; "

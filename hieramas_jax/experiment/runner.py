@@ -33,6 +33,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import pathlib
 import time
 from typing import Any, Iterable, Mapping, Sequence
@@ -40,12 +41,14 @@ from typing import Any, Iterable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from hieramas_jax.benchmarks import data as data_lib
+from hieramas_jax.benchmarks import sandbox as sandbox_lib
 from hieramas_jax.benchmarks import splits as splits_lib
 from hieramas_jax.benchmarks.data import Item, check_benchmark
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
-from hieramas_jax.experiment.provenance import atomic_write_json, provenance
-from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo, prepare_run_dir, repo_relative, safe_name
+from hieramas_jax.experiment.provenance import atomic_write_json, git_commit, provenance
+from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
+                                            repo_relative, safe_name)
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
                                              WandbWriter, scalar_leaves, wandb_group)
 from hieramas_jax.llm.registry import get_pool
@@ -72,6 +75,8 @@ TRAINING_COST_FILE = "training_cost.json"
 SUMMARY_FILE = "summary.json"
 PROGRESS_FILE = "progress.json"
 CHOSEN_FILE = "chosen_graphs.json"
+# The commits whose code computed a cell's fit or test results (a rerun that only replays adds none).
+COMPUTED_FILE = "computed_by.json"
 # Trace-summary fields that describe the configuration a method chose for a query (graph, LLMs).
 CHOSEN_FIELDS = ("graph_index", "graph_density", "graph_kind", "graph_edges", "graph_score", "choices",
                  "active_roles", "vote_graphs", "edges_per_round", "mean_edge_prob")
@@ -288,22 +293,29 @@ class TrainingMeter:
 
   def __init__(self, client, path: pathlib.Path):
     self.client, self.path = client, pathlib.Path(path)
-    committed = json.loads(self.path.read_text()) if self.path.exists() else {}
-    self.committed = Usage(**committed)
+    fix = f"delete {self.path.parent} (the cell then refits; cached calls cost nothing)"
+    committed = read_json(self.path, fix) if self.path.exists() else {}
+    try:
+      self.committed = Usage(**_typed_record(committed, self.path, fix))
+    except TypeError as e:
+      raise StateError(f"{self.path}: not a usage record ({e}); {fix}") from None
     self.pending = Usage()
+    self._pending_costs: list[float] = []  # summed with fsum at commit: a total free of arrival order
     self._since = time.monotonic()
 
   async def chat(self, model, messages, *, temperature, max_tokens, sample_index=0):
     result = await self.client.chat(model, messages, temperature=temperature, max_tokens=max_tokens,
                                     sample_index=sample_index)
     self.pending.add_call(result)
+    self._pending_costs.append(float(result.cost_usd))
     return result
 
   def commit(self) -> None:
     now = time.monotonic()
     total = self.committed.plus(self.pending)
+    total.cost_usd = math.fsum([self.committed.cost_usd, *self._pending_costs])
     total.wall_s += now - self._since
-    self.committed, self.pending, self._since = total, Usage(), now
+    self.committed, self.pending, self._since, self._pending_costs = total, Usage(), now, []
     atomic_write_json(self.path, total.to_json())
 
 
@@ -417,8 +429,8 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
     source_fit = source / FIT_FILE
     if not source_fit.exists():
       raise InvalidRunError(f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing)")
-    theirs = json.loads((source / "config.json").read_text())
-    mine = json.loads((run_dir / "config.json").read_text())
+    theirs = read_json(source / "config.json", f"--load_run {repo_relative(source)} is damaged: retrain it")
+    mine = read_json(run_dir / "config.json", f"delete {repo_relative(run_dir)} and rerun")
     differences = load_mismatch(theirs, mine, method)
     if differences:
       raise RunConfigMismatchError(f"--load_run {repo_relative(source)} was trained differently: "
@@ -426,12 +438,13 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
                                    "flags and data sizes, or train this cell itself)")
     if need_state:
       method.load(source / STATE_DIR)
-    record = json.loads(source_fit.read_text())
+    record = _fit_record(source_fit, f"--load_run {repo_relative(source)} is damaged: retrain it")
     return {**record, "loaded_from": repo_relative(source)}
   if fit_path.exists():
+    record = _fit_record(fit_path, f"delete {repo_relative(run_dir)} (the cell then refits)")
     if need_state:
       method.load(run_dir / STATE_DIR)
-    return json.loads(fit_path.read_text())
+    return record
   progress.status(cell.key, "fitting", train=len(items.train), val=len(items.val))
   meter = TrainingMeter(ctx.client, run_dir / TRAINING_COST_FILE)
   fit_ctx = dataclasses.replace(ctx, client=meter, state_dir=run_dir / STATE_DIR, writer=writers,
@@ -444,6 +457,46 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
   record = {"summary": summary, "training": training}
   atomic_write_json(fit_path, record)
   progress.status(cell.key, "fitted", training_cost_usd=round(float(training["cost_usd"]), 6))
+  return record
+
+
+def _computed_by(run_dir: pathlib.Path, *, computed_now: bool) -> list[dict[str, Any]]:
+  """The commits that computed this cell (COMPUTED_FILE), this one added when it computed anything.
+
+  Why: a table rebuilt or resumed at a later commit (a rewrite of the report, say) must still name
+  the code that produced each number, not the code that last wrote the file.
+  """
+  path = run_dir / COMPUTED_FILE
+  fix = f"delete {path} (the commits that computed the cell are then unknown) or the run directory"
+  entries = read_json(path, fix) if path.exists() else []
+  if not isinstance(entries, list) or not all(isinstance(e, dict) and "commit" in e for e in entries):
+    raise StateError(f"{path}: expected a list of {{commit, dirty}} records; {fix}")
+  here = git_commit()
+  if computed_now and here not in entries:
+    entries.append(here)
+    atomic_write_json(path, entries)
+  return entries
+
+
+def _typed_record(record: Any, path: pathlib.Path, fix: str) -> dict[str, Any]:
+  """`record` if it is a usage total (numbers, and `by_model`: model -> [calls, prompt, completion]
+  integers), else a StateError naming `path`."""
+  def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+  by_model = record.get("by_model", {}) if isinstance(record, dict) else None
+  if not isinstance(record, dict) or not all(number(v) for k, v in record.items() if k != "by_model") or not (
+      isinstance(by_model, dict) and all(isinstance(row, list) and len(row) == 3 and all(
+          isinstance(x, int) and not isinstance(x, bool) for x in row) for row in by_model.values())):
+    raise StateError(f"{path}: expected an object of numbers; {fix}")
+  return record
+
+
+def _fit_record(path: pathlib.Path, fix: str) -> dict[str, Any]:
+  """A finished fit's record (fit.json), checked: an object with a summary and a usage total."""
+  record = read_json(path, fix)
+  if not isinstance(record, dict) or not isinstance(record.get("summary"), dict):
+    raise StateError(f"{path}: not a fit record (no summary object); {fix}")
+  _typed_record(record.get("training"), path, fix)
   return record
 
 
@@ -549,7 +602,9 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
       "load_from": repo_relative(source) if source is not None else None,
       "splits": {name: {"n": len(part), "ids_sha256": ids_sha256(part)}
                  for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
-      "data": data_record(cell.benchmark, cell.setting)})
+      "data": data_record(cell.benchmark, cell.setting),
+      # Grades depend on the isolation: a run graded in the fallback never resumes under bubblewrap.
+      **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})})
   writers = CellWriters.make(run_dir, cell, {**dict(flags or {}), "cell": dataclasses.asdict(cell),
                                              "method_config": method.describe(), "sizes": sizes,
                                              "run_dir": repo_relative(run_dir)},
@@ -583,6 +638,7 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
               "loaded_from": (fit or {}).get("loaded_from"),
               "sizes": sizes,
               "timing": timing,
+              "computed_by": _computed_by(run_dir, computed_now=fits_now or need_state),
               "run_dir": repo_relative(run_dir), "outcomes": outcomes(results)}
     atomic_write_json(run_dir / SUMMARY_FILE, {k: v for k, v in record.items() if k != "outcomes"})
     chosen = [chosen_record(r) for r in results]

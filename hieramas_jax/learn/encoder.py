@@ -14,6 +14,15 @@ Backends (same weights; each has its own cache keys, so their embeddings never m
   string chooses it. The default stays "torch" because the ONNX path misses issue 11's 3x goal (see
   docs/learn.md), and a default change would move every learned result's embeddings.
 
+Same bytes whatever the batch: a text's vector must not depend on what else was embedded with it.
+In one forward pass a text is padded to the batch's longest text (and the GEMMs change shape), which
+moves its vector in the last bits (43 of 512 MMLU texts differed between one call and chunks of 16),
+and the cache then kept whichever cell embedded a text first. So every text is embedded in a forward
+pass of its own (batch size 1, the default; still one `encode` call per chunk of texts);
+`experiments/bench_encoder.py --composition` records what that costs. The cache keys carry the
+composition (`COMPOSITION`, or the batch size asked for), so vectors made in mixed batches are never
+mixed with these.
+
 Why a cache: every training step re-encodes the same (query, role) texts; embedding is the slowest
 pure step of the pipeline. Each distinct text is embedded once per model and stored in ONE sqlite file
 under `hieramas_jax.paths.cache_dir()` keyed by sha256(model id, text) (not a file per text, which
@@ -33,6 +42,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from hieramas_jax.benchmarks.data import DataError
 from hieramas_jax.paths import cache_dir
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -41,10 +51,17 @@ DEFAULT_BACKEND = "torch"
 _ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8"}
 DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 EMBEDDING_DIM = 384
+# In the cache keys: how a vector was computed (one text per forward pass, `batch_size` 1).
+COMPOSITION = "one-text-per-pass"
+DEFAULT_BATCH_SIZE = 1
 
 
 class EncoderError(RuntimeError):
   """The sentence encoder cannot be loaded or used."""
+
+
+class EmbeddingCacheError(EncoderError, DataError):
+  """The embedding cache file is damaged: the message names it and the fix (a user error: exit 2)."""
 
 
 class ChecksumError(EncoderError):
@@ -79,8 +96,13 @@ def verify_checksum(model_dir: str | os.PathLike, expected_sha256: str = DEFAULT
                         "not the all-MiniLM-L6-v2 weights this suite uses")
 
 
-def _text_key(model_id: str, text: str) -> str:
-  return hashlib.sha256(model_id.encode("utf-8") + b"\0" + text.encode("utf-8")).hexdigest()
+def _text_key(key_id: str, text: str) -> str:
+  return hashlib.sha256(key_id.encode("utf-8") + b"\0" + text.encode("utf-8")).hexdigest()
+
+
+def encode_alone(model, texts: Sequence[str]) -> np.ndarray:
+  """`model.encode` called once per text: the reference a batch-size-1 pass must equal (tests, bench)."""
+  return np.stack([np.asarray(model.encode([t])[0], np.float32) for t in texts])
 
 
 class EmbeddingCache:
@@ -94,9 +116,16 @@ class EmbeddingCache:
     self.path = pathlib.Path(path)
     self.path.parent.mkdir(parents=True, exist_ok=True)
     self._lock = threading.Lock()
-    self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-    self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)")
-    self._conn.commit()
+    self._fix = f"delete {self.path} (embeddings are recomputed from the texts)"
+    try:
+      self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+      self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)")
+      columns = [row[1:3] for row in self._conn.execute("PRAGMA table_info(emb)")]
+      self._conn.commit()
+    except sqlite3.DatabaseError as e:
+      raise EmbeddingCacheError(f"{self.path}: not a usable embedding cache ({e}); {self._fix}") from e
+    if columns != [("key", "TEXT"), ("dim", "INTEGER"), ("vec", "BLOB")]:
+      raise EmbeddingCacheError(f"{self.path}: its table is not the embedding cache's ({columns}); {self._fix}")
 
   def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
     found = {}
@@ -104,10 +133,14 @@ class EmbeddingCache:
       for start in range(0, len(keys), 500):  # sqlite caps the number of bound parameters
         chunk = list(keys[start:start + 500])
         marks = ",".join("?" * len(chunk))
-        for key, dim, blob in self._conn.execute(f"SELECT key, dim, vec FROM emb WHERE key IN ({marks})", chunk):
-          vec = np.frombuffer(blob, dtype=np.float32)
-          if vec.shape != (dim,):
-            raise EncoderError(f"corrupt embedding cache entry {key} in {self.path}")
+        try:
+          rows = self._conn.execute(f"SELECT key, dim, vec FROM emb WHERE key IN ({marks})", chunk).fetchall()
+        except sqlite3.DatabaseError as e:
+          raise EmbeddingCacheError(f"{self.path}: damaged ({e}); {self._fix}") from e
+        for key, dim, blob in rows:
+          vec = np.frombuffer(blob, dtype=np.float32) if isinstance(blob, bytes) and len(blob) % 4 == 0 else None
+          if vec is None or type(dim) is not int or vec.shape != (dim,) or not np.all(np.isfinite(vec)):
+            raise EmbeddingCacheError(f"{self.path}: entry {key} is not a finite float32 vector; {self._fix}")
           found[key] = vec
     return found
 
@@ -154,7 +187,8 @@ class SentenceEncoder:
         ":<backend>".
       backend: one of BACKENDS (overrides a backend in `model`); the ONNX ones need DEFAULT_MODEL.
       cache_path: sqlite file for embeddings; default `<cache_dir>/embeddings.sqlite`.
-      batch_size: texts per forward pass (default 64 for torch, `onnx_encoder.DEFAULT_BATCH_SIZE` for ONNX).
+      batch_size: texts per forward pass; default 1, so that a text's vector does not depend on the others
+        (padding); another size is for measurement only and gets cache keys of its own.
     """
     model, backend = split_backend(model, backend)
     self.model_name = model
@@ -170,7 +204,9 @@ class SentenceEncoder:
       self.model_id = model
     if backend != "torch":  # torch keeps the ids it always had, so existing caches stay valid
       self.model_id += f"+{backend}"
-    self.batch_size = batch_size
+    self.batch_size = batch_size or DEFAULT_BATCH_SIZE
+    composition = COMPOSITION if self.batch_size == 1 else f"batches-of-{self.batch_size}"
+    self._key_id = f"{self.model_id}\0{composition}"
     self.cache = EmbeddingCache(cache_path or cache_dir() / "embeddings.sqlite")
     self._model = None
     self._model_lock = threading.Lock()
@@ -193,7 +229,7 @@ class SentenceEncoder:
       model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
     except Exception as e:  # many library-specific types; re-raise as one clear error
       raise EncoderError(f"cannot load sentence-transformers model {self.model_path!r} offline: {e}") from e
-    return _TorchModel(model, self.batch_size or 64)
+    return _TorchModel(model, self.batch_size)
 
   def _load_onnx(self):
     from hieramas_jax.learn import onnx_encoder  # pylint: disable=import-outside-toplevel
@@ -201,7 +237,7 @@ class SentenceEncoder:
       graph = onnx_encoder.ensure_graph(self.model_path, DEFAULT_MODEL_SHA256, _ONNX_VARIANTS[self.backend],
                                         cache_dir())
       return onnx_encoder.OnnxSentenceModel(graph, self.model_path,
-                                            batch_size=self.batch_size or onnx_encoder.DEFAULT_BATCH_SIZE)
+                                            batch_size=self.batch_size)
     except ImportError as e:
       raise EncoderError(f"backend {self.backend!r} needs onnxruntime and onnx (`make install`): {e}") from e
     except onnx_encoder.OnnxEncoderError as e:
@@ -227,7 +263,7 @@ class SentenceEncoder:
         raise EncoderError(f"encode() got a {type(t).__name__}, expected str")
     if not texts:
       return np.zeros((0, self.dim), np.float32)
-    keys = [_text_key(self.model_id, t) for t in texts]
+    keys = [_text_key(self._key_id, t) for t in texts]
     found = self.cache.get_many(sorted(set(keys)))
     todo = {}
     for k, t in zip(keys, texts):

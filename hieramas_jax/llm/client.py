@@ -272,6 +272,9 @@ class LLMClient:
     self._session: aiohttp.ClientSession | None = None
     self._semaphore: asyncio.Semaphore | None = None
     self._reached = False  # got any HTTP answer from the endpoint yet
+    # Cache key -> the one request in flight for it: identical concurrent calls (two cells asking the
+    # same question) share it, so each paid call is sent once and recorded in the cache once.
+    self._inflight: dict[str, asyncio.Future] = {}
 
   def __repr__(self) -> str:
     return (f"LLMClient({self.endpoint!r}, max_concurrency={self.max_concurrency}, "
@@ -295,6 +298,14 @@ class LLMClient:
     await self.close()
 
   async def close(self) -> None:
+    """Close the session, after letting requests already on the wire finish (at most `timeout_s`).
+
+    A request that was sent is paid whether or not its caller is still waiting (a run stopped by the
+    spend cap, or by an error in another query, cancels the callers); finishing it puts the answer in
+    the cache, so the resumed run replays it instead of paying for it twice.
+    """
+    if self._inflight:
+      await asyncio.wait(list(self._inflight.values()), timeout=self.timeout_s)
     if self._session is not None:
       await self._session.close()
       self._session = None
@@ -347,25 +358,41 @@ class LLMClient:
         return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
                           time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
                           hit.reasoning_tokens)
+      shared = self._inflight.get(key)
+      if shared is not None:  # the same request is on its way: wait for it; this one is a replay
+        first = await asyncio.shield(shared)
+        return dataclasses.replace(first, latency_s=time.perf_counter() - started, cached=True)
+      shared = self._inflight[key] = asyncio.ensure_future(self._fetch(model, route, payload, key, max_tokens))
+      shared.add_done_callback(lambda f, key=key: self._settle(key, f))
+      return await asyncio.shield(shared)
+    return await self._fetch(model, route, payload, None, max_tokens)
+
+  def _settle(self, key: str, done: asyncio.Future) -> None:
+    """Forget a finished shared request (its answer is in the cache now, or it failed for all)."""
+    if self._inflight.get(key) is done:
+      del self._inflight[key]
+    if not done.cancelled():
+      done.exception()  # retrieved: a failure nobody awaited any more is not logged as unhandled
+
+  async def _fetch(self, model: str, route: _Route, payload: bytes, key: str | None, max_tokens: int) -> CallResult:
+    """Send the request (with retries, within the spend cap), price it and record it in the cache."""
     cap = self.spend_cap
-    if cap is None:
+    worst = SpendCap.worst_case(route.spec, payload, max_tokens) if cap is not None else 0.0
+    if cap is not None:
+      cap.reserve(model, worst)
+    paid = None
+    try:
       (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
           await self._post(model, payload)
-    else:
-      worst = SpendCap.worst_case(route.spec, payload, max_tokens)
-      cap.reserve(model, worst)
-      paid = None
-      try:
-        (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
-            await self._post(model, payload)
-        paid = route.spec.cost(prompt_tokens, completion_tokens)
-      finally:
+      paid = route.spec.cost(prompt_tokens, completion_tokens)
+    finally:
+      if cap is not None:
         cap.settle(worst, paid)
-    cost = route.spec.cost(prompt_tokens, completion_tokens)
-    if cache is not None:
-      cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency,
-                finish_reason=finish_reason, reasoning_tokens=reasoning_tokens)
+    cost = paid
+    if key is not None:
+      self.cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
+                     completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency,
+                     finish_reason=finish_reason, reasoning_tokens=reasoning_tokens)
     return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts,
                       finish_reason, reasoning_tokens)
 

@@ -7,6 +7,7 @@ reference code's global counter leaks cost between concurrent queries (REFERENCE
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
 DECISION_NODE = -1  # `CallRecord.node` of the final decision call
@@ -73,7 +74,9 @@ class Trace:
 
   @property
   def cost_usd(self) -> float:
-    return sum(c.cost_usd for c in self.calls)
+    # math.fsum is correctly rounded, so the total does not depend on the calls' completion order
+    # (a plain sum of floats does, in the last digit, and concurrent calls finish in any order).
+    return math.fsum(c.cost_usd for c in self.calls)
 
   @property
   def prompt_tokens(self) -> int:

@@ -114,6 +114,9 @@ def _header(derived: Mapping[str, Any], title: str) -> list[str]:
             f"benchmark {json.dumps(spec['train_limit'])}" + (f"; {', '.join(limits)}" if limits else "")
             + f"; endpoint `{derived['endpoint']}`" + (" (the suffix fingerprints the simulator's code and data)"
                                                        if sim else "") + ".", ""]
+  sandbox = prov.get("sandbox")
+  if "humaneval_plus" in spec.get("benchmarks", ()) and isinstance(sandbox, Mapping):
+    lines += [f"HumanEval+ programs graded in sandbox mode `{sandbox.get('mode')}` ({sandbox.get('detail')}).", ""]
   return lines
 
 

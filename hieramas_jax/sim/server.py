@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -419,13 +420,19 @@ def start_sim_in_thread(config: SimConfig = SimConfig(), host: str = "127.0.0.1"
 
 def start_sim_subprocess(config: SimConfig = SimConfig(), host: str = "127.0.0.1",
                          startup_timeout_s: float = 120.0) -> SimHandle:
-  """Serves the sim from its own Python process (so a benchmark's client owns its core)."""
+  """Serves the sim from its own Python process (so a benchmark's client owns its core).
+
+  The server dies with this process however it ends (SIGKILL included): it asks the kernel for
+  SIGTERM when its parent dies (`PARENT_PID_ENV`, `_die_with_parent`). The parent is the calling
+  *thread* for the kernel, so call this from a thread that outlives the server (the event loop's).
+  """
   cmd = [sys.executable, "-m", "hieramas_jax.sim.server", f"--host={host}", "--port=0",
          *config.to_args()]
   # The child imports this very package, wherever the caller's working directory is.
   pythonpath = os.pathsep.join(p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p)
   proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath})
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath,
+                               PARENT_PID_ENV: str(os.getpid())})
   deadline = time.monotonic() + startup_timeout_s
   base_url = None
   while time.monotonic() < deadline:
@@ -480,7 +487,28 @@ def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, SimConfig]:
   return args, config
 
 
+PARENT_PID_ENV = "HIERAMAS_SIM_PARENT_PID"
+
+
+def _die_with_parent() -> None:
+  """When started by `start_sim_subprocess`: SIGTERM on the parent's death (PR_SET_PDEATHSIG), and
+  exit now if it already died before that was set (the server was then adopted by another process)."""
+  parent = os.environ.get(PARENT_PID_ENV)
+  if not parent:
+    return
+  import ctypes  # pylint: disable=import-outside-toplevel
+  libc = ctypes.CDLL(None, use_errno=True)
+  if libc.prctl(1, signal.SIGTERM, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+  if os.getppid() != int(parent):
+    sys.exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
+  _die_with_parent()
+  # SIGTERM and SIGHUP end the server like Ctrl-C does (its site is cleaned up, exit 0).
+  for signum in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(signum, signal.default_int_handler)
   args, config = _parse_args(sys.argv[1:] if argv is None else argv)
   app = make_app(config)
 

@@ -29,7 +29,6 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 from tqdm.auto import tqdm
 
 from hieramas_jax.benchmarks.data import Item
@@ -420,8 +419,7 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
 def save_scorer(params, run_dir: pathlib.Path, history: list[dict]) -> None:
   path = stage2_dir(run_dir)
   path.mkdir(parents=True, exist_ok=True)
-  with ocp.StandardCheckpointer() as ckptr:
-    ckptr.save((path / "params").resolve(), params, force=True)
+  checkpoint_lib.save_tree(path / "params", params)
   atomic_write_json(path / "done.json", {"params_sha256": params_sha256(params), "history": history})
 
 
@@ -432,9 +430,7 @@ def load_scorer(cfg: HieraMASConfig, emb: Embeddings, run_dir: pathlib.Path):
   if not done.exists():
     raise TrainingError(f"no finished stage-2 classifier under {path}")
   template = fresh_scorer_params(cfg, emb)
-  abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, template)
-  with ocp.StandardCheckpointer() as ckptr:
-    params = ckptr.restore((path / "params").resolve(), abstract)
+  params = checkpoint_lib.restore_tree(path / "params", template)
   recorded = json.loads(done.read_text())["params_sha256"]
   if params_sha256(params) != recorded:
     raise TrainingError(f"stage-2 parameters under {path} do not match the hash recorded at save time")
