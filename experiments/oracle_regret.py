@@ -17,7 +17,7 @@ import pathlib
 from absl import app, flags
 
 from hieramas_jax import aio
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.writers import log_result_run
@@ -78,7 +78,8 @@ def main(argv):
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
   async def go():
-    async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process) as backend:
+    async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process,
+                            needed_models=pool_models(spec.pools)) as backend:
       return await run_table(spec, {FLAGS.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
                              max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 

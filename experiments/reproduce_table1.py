@@ -22,7 +22,8 @@ import logging
 from absl import app, flags
 
 from hieramas_jax import aio
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
+from hieramas_jax.experiment.dry_run import dry_run_report
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
@@ -57,6 +58,8 @@ flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: se
 flags.DEFINE_bool("wandb", True, "Every cell and training stage its own W&B run (offline unless WANDB_MODE=online or "
                   "WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
 flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
+flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
+                  "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
@@ -85,6 +88,9 @@ def main(argv):
   logging.getLogger().setLevel(logging.INFO)
   logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
   spec = run_or_exit(build_spec, (InvalidRunError,))
+  if FLAGS.dry_run:
+    print(run_or_exit(lambda: dry_run_report(spec, FLAGS)))
+    return
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
   # Compiled XLA executables persist across runs: a rerun of the learned methods does not recompile.
   import jax  # pylint: disable=import-outside-toplevel
@@ -93,7 +99,8 @@ def main(argv):
 
   async def go():
     async with contextlib.AsyncExitStack() as stack:
-      backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, sim_process=FLAGS.sim_process))
+      backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, sim_process=FLAGS.sim_process,
+                                                                    needed_models=pool_models(spec.pools)))
                   for s in spec.seeds}
       return await run_table(spec, backends, run_root=FLAGS.run_root, flags=run_flags, max_queries=FLAGS.max_queries,
                              progress=FLAGS.progress, use_wandb=FLAGS.wandb)

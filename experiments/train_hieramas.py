@@ -22,7 +22,7 @@ from absl import app, flags
 
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
 from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
@@ -125,7 +125,8 @@ def main(argv):
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
   async def go():
-    async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process) as backend:
+    async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process,
+                            needed_models=pool_models(spec.pools)) as backend:
       return await run_table(spec, {cfg.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
                              max_queries=cfg.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 

@@ -137,7 +137,7 @@ def test_jsonl_shards_are_imported_once_with_torn_lines_skipped(tmp_path):
   with ResponseCache(tmp_path) as cache:
     assert (cache.imported, cache.torn_lines, len(cache)) == (4, 1, 4)
     assert cache.get("k1").text == "first \ud83d half of a pair" and cache.get("k1").cost_usd == 0.1 + 0.2
-    assert cache.get("k2") == ("second\nline", "qwen3-8b", 3, 4, 1.7e-06, 2)
+    assert cache.get("k2") == ("second\nline", "qwen3-8b", 3, 4, 1.7e-06, 2, "", 0)
     assert cache.get("dup").text == "from the older shard"  # the old loader's "first shard wins"
     assert "k4" not in cache
     put(cache, "k4", "fourth")  # the retried call lands in the store
@@ -303,6 +303,28 @@ def test_rows_hold_no_request_secrets_or_extra_fields(tmp_path):
   db = sqlite3.connect(tmp_path / STORE_NAME)
   columns = [c[1] for c in db.execute("PRAGMA table_info(responses)")]
   assert columns == ["key", "endpoint", "model", "text", "prompt_tokens", "completion_tokens", "cost_usd",
-                     "attempts", "latency_s"]
+                     "attempts", "latency_s", "finish_reason", "reasoning_tokens"]
   db.close()
   assert os.listdir(tmp_path) == [STORE_NAME]  # closed: the WAL is checkpointed and removed
+
+
+def test_a_v1_store_gains_the_finish_reason_columns_and_keeps_its_rows(tmp_path):
+  # A store written before schema 2 (no finish_reason / reasoning_tokens) opens, keeps every row, and
+  # replays it with "" / 0; new rows record both.
+  db = sqlite3.connect(tmp_path / STORE_NAME)
+  db.execute("CREATE TABLE responses (key TEXT NOT NULL UNIQUE, endpoint TEXT NOT NULL, model TEXT NOT NULL, "
+             "text TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, "
+             "cost_usd REAL NOT NULL, attempts INTEGER NOT NULL, latency_s REAL NOT NULL)")
+  db.execute("CREATE TABLE jsonl_imports (name TEXT PRIMARY KEY, size INTEGER NOT NULL, records INTEGER NOT NULL, "
+             "torn_lines INTEGER NOT NULL)")
+  db.execute("INSERT INTO responses VALUES ('old', 'sim', 'qwen3-8b', 'hello', 3, 4, 0.5, 1, 0.1)")
+  db.execute("PRAGMA user_version=1")
+  db.commit()
+  db.close()
+  with ResponseCache(tmp_path) as cache:
+    assert cache.get("old") == ("hello", "qwen3-8b", 3, 4, 0.5, 1, "", 0)
+    cache.put("new", endpoint="sim", model="gpt-5-mini", text="cut", prompt_tokens=1, completion_tokens=9,
+              cost_usd=0.25, attempts=1, latency_s=0.0, finish_reason="length", reasoning_tokens=8)
+  with ResponseCache(tmp_path) as cache:
+    assert cache.get("new") == ("cut", "gpt-5-mini", 1, 9, 0.25, 1, "length", 8)
+    assert cache.get("old").text == "hello"

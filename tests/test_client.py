@@ -249,11 +249,12 @@ def test_backend_flags_build_the_endpoint():
   endpoint_lib.define_backend_flags(fv)  # idempotent: a second entry-point module may call it too
   fv(["prog", "--backend=custom", "--base_url=http://10.0.0.2:8000/v1", "--api_key_env=VLLM_KEY",
       "--model_map=qwen3-8b=Qwen/Qwen3-8B,llama-8b=meta/llama", "--max_concurrency=8",
-      "--request_timeout_s=5", "--max_retries=2"])
+      "--request_timeout_s=5", "--max_retries=2", "--max_tokens=64"])
   ep = endpoint_lib.endpoint_from_flags(fv, environ={"VLLM_KEY": SECRET})
   assert ep.api_key == SECRET and ep.model_id("llama-8b") == "meta/llama"
+  assert ep.name == "custom:http://10.0.0.2:8000/v1" and not ep.provider_quirks
   assert endpoint_lib.client_options_from_flags(fv) == {"max_concurrency": 8, "timeout_s": 5.0,
-                                                        "max_retries": 2}
+                                                        "max_retries": 2, "max_tokens_cap": 64}
   with pytest.raises(flags.IllegalFlagValueError):
     fv(["prog", "--backend=nope"])
   fv2 = flags.FlagValues()
@@ -282,3 +283,157 @@ def test_bad_call_arguments_fail_before_any_request():
       return server.requests
 
   assert asyncio.run(main()) == []
+
+
+def test_two_servers_and_two_names_for_one_id_never_share_cache_rows(tmp_path):
+  # Endpoint identity = backend + base URL + the suite's short name: a run against another server on
+  # another port, or another pool member mapped to the same served id, pays its own calls.
+  async def main():
+    paid = []
+    with ResponseCache(tmp_path) as cache:
+      async with FaultServer() as a, FaultServer() as b:
+        for server in (a, b, a):
+          ep = make_endpoint("custom", base_url=server.base_url, environ={},
+                             model_map={"qwen3-8b": "smol", "llama-8b": "smol"})
+          async with fast_client(ep, cache=cache) as client:
+            r1 = await client.chat("qwen3-8b", messages(0), temperature=0.2, max_tokens=8)
+            r2 = await client.chat("llama-8b", messages(0), temperature=0.2, max_tokens=8)
+            paid.append((r1.cached, r2.cached, r1.model, r2.model))
+      return paid, a.served_ok, b.served_ok
+
+  paid, served_a, served_b = asyncio.run(main())
+  assert paid == [(False, False, "qwen3-8b", "llama-8b"), (False, False, "qwen3-8b", "llama-8b"),
+                  (True, True, "qwen3-8b", "llama-8b")]
+  assert (served_a, served_b) == (2, 2)
+  ep = make_endpoint("openai", base_url="http://127.0.0.1:9/v1", environ={"OPENAI_API_KEY": SECRET})
+  assert ep.name == "openai:http://127.0.0.1:9/v1"
+  assert make_endpoint("openai", environ={"OPENAI_API_KEY": SECRET}).name == "openai:https://api.openai.com/v1"
+
+
+def test_provider_quirks_only_where_the_provider_serves_the_model_and_the_run_wide_cap():
+  async def main():
+    async with FaultServer() as server:
+      custom = make_endpoint("custom", base_url=server.base_url, environ={})
+      async with fast_client(custom, max_tokens_cap=16) as client:
+        await client.chat("gpt-5-mini", messages(0), temperature=0.2, max_tokens=300)
+        await client.chat("qwen3-8b", messages(0), temperature=0.7, max_tokens=8)
+      ep = make_endpoint("openai", base_url=server.base_url, environ={"OPENAI_API_KEY": SECRET})
+      async with fast_client(ep, max_tokens_cap=16) as client:
+        await client.chat("gpt-5-mini", messages(0), temperature=0.2, max_tokens=300)
+      return server.requests
+
+  custom_gpt, custom_qwen, openai_gpt = asyncio.run(main())
+  # A custom server (vLLM, llama.cpp, transformers) takes max_tokens and temperature for any name.
+  assert custom_gpt == {"model": "gpt-5-mini", "messages": messages(0), "max_tokens": 16, "temperature": 0.2,
+                        "seed": 0}
+  assert custom_qwen["max_tokens"] == 8  # under the cap: the method's own budget
+  assert openai_gpt == {"model": "gpt-5-mini", "messages": messages(0), "max_completion_tokens": 16, "seed": 0}
+  with pytest.raises(ValueError, match="max_tokens_cap"):
+    LLMClient(sim_endpoint("http://127.0.0.1:9/v1"), max_tokens_cap=0)
+
+
+def test_finish_reason_and_reasoning_tokens_are_recorded_and_replayed(tmp_path):
+  from aiohttp import web
+
+  async def handler(request):
+    body = await request.json()
+    cut = body["max_tokens"] < 10
+    return web.json_response({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None if cut else "42"},
+                     "finish_reason": "length" if cut else "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"],
+                  "completion_tokens_details": {"reasoning_tokens": body["max_tokens"] - (0 if cut else 1)}}})
+
+  async def main():
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    out = []
+    try:
+      with ResponseCache(tmp_path) as cache:
+        for _ in range(2):
+          async with fast_client(make_endpoint("custom", base_url=url, environ={}), cache=cache) as client:
+            for cap in (4, 50):
+              r = await client.chat("qwen3-8b", messages(0), temperature=0.0, max_tokens=cap)
+              out.append((r.cached, r.text, r.finish_reason, r.reasoning_tokens, r.truncated))
+    finally:
+      await runner.cleanup()
+    return out
+
+  assert asyncio.run(main()) == [(False, "", "length", 4, True), (False, "42", "stop", 49, False),
+                                 (True, "", "length", 4, True), (True, "42", "stop", 49, False)]
+
+
+def test_spend_cap_stops_before_the_call_that_could_cross_it_and_a_rerun_resumes_without_paying_twice(tmp_path):
+  from hieramas_jax.llm.client import SpendCap
+  from hieramas_jax.llm.errors import BudgetExceededError
+  price_out = 100.0  # USD per 1M completion tokens: 1e-4 per token; prompts are free here
+  cap_usd, max_tokens = 0.004, 10
+
+  async def run(cap, n, cache):
+    async with FaultServer() as server:
+      ep = Endpoint(name="custom:budget", base_url=server.base_url, model_ids={"qwen3-8b": "m"},
+                    provider_quirks=False, prices={"qwen3-8b": (0.0, price_out)})
+      results, error = [], None
+      async with fast_client(ep, cache=cache, spend_cap=cap) as client:
+        try:
+          for i in range(n):
+            results.append(await client.chat("qwen3-8b", messages(i), temperature=0.0, max_tokens=max_tokens))
+        except BudgetExceededError as e:
+          error = e
+      return results, error, server.served_ok
+
+  with ResponseCache(tmp_path) as cache:
+    cap = SpendCap(cap_usd)
+    first, error, sent = asyncio.run(run(cap, 20, cache))
+    # Expected by hand: call i is sent while spent + its worst case (10 tokens * 1e-4) <= the cap.
+    spent, expected = 0.0, 0
+    for i in range(20):
+      if spent + max_tokens * price_out / 1e6 > cap_usd:
+        break
+      text, _, ct = answer_for({"model": "m", "seed": 0, "messages": messages(i)})
+      spent += ct * price_out / 1e6
+      expected += 1
+    assert 0 < expected < 20 and sent == len(first) == expected == cap.calls
+    assert error is not None and cap.spent_usd == pytest.approx(spent) and cap.spent_usd <= cap_usd
+    assert "spending cap reached" in str(error) and "rerun with a higher --max_usd" in str(error)
+    # The resume with a higher cap replays what was paid and pays only the rest.
+    second, error2, sent2 = asyncio.run(run(SpendCap(1.0), 20, cache))
+  assert error2 is None and sent2 == 20 - expected
+  assert [r.cached for r in second] == [True] * expected + [False] * (20 - expected)
+  assert [r.text for r in second[:expected]] == [r.text for r in first]
+  with pytest.raises(ValueError, match="max_usd"):
+    SpendCap(float("nan"))
+
+
+@pytest.mark.parametrize("message", [
+    "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens",  # OpenAI, vLLM
+    "the request exceeds the available context size, try increasing it",  # llama.cpp (n_ctx)
+    "Input is too long for this model", "prompt is too long: 210000 tokens > 200000 maximum"])
+def test_a_prompt_longer_than_the_context_is_an_empty_answer_not_a_dead_cell(message):
+  from aiohttp import web
+
+  async def handler(request):
+    await request.json()
+    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=400)
+
+  async def main():
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    try:
+      async with fast_client(make_endpoint("custom", base_url=url, environ={})) as client:
+        return await client.chat("qwen3-8b", messages(0), temperature=0.0, max_tokens=8)
+    finally:
+      await runner.cleanup()
+
+  r = asyncio.run(main())
+  assert r.text == "" and r.finish_reason == "context_overflow" and r.truncated and r.cost_usd == 0.0

@@ -381,3 +381,48 @@ def test_known_duplicate_options_are_flagged_not_hidden():
   assert flagged == sorted(data.KNOWN_DUPLICATE_OPTIONS)
   for key, choices in data.KNOWN_DUPLICATE_OPTIONS.items():
     assert tuple(items[key].meta["choices"]) == choices
+
+
+# ---------------------------------------------------------------------------------------------
+# Real prose: reasoning blocks, empty boxes, and answer cues that are followed by words.
+
+@pytest.mark.parametrize("text,answer", [
+    # Prose after an answer cue (seen from a small real model) is no answer, and no vote.
+    ("So the answer is, or more accurately, you do not need that extra step.", None),
+    ("The final answer can be rewritten in a simpler form.", None),
+    ("Let the answer be N. Then the answer is N.", None),
+    # ...while short mathematical plain text still is.
+    ("The answer is p - q.", "p - q"), ("The answer is 12 apples.", "12 apples"),
+    ("The answer is $N$.", "N"),
+    # An empty box does not end the search.
+    ("First \\boxed{5}, then I check the template \\boxed{}", "5"),
+    ("The answer is \\boxed{} so the final answer is 7.", "7"),
+    # Reasoning blocks are removed before extraction.
+    ("<think>Maybe the answer is 5. No.</think>The answer is $\\boxed{6}$.", "6"),
+    ("<think>Let me see... so the answer is \\boxed{9}", None),
+    ("it is 2, or 3? </think>\n\nFinal Answer: $3$", "3"),
+    ("<thinking>\\boxed{1}</thinking><reasoning>\\boxed{2}</reasoning> The answer is 4.", "4"),
+])
+def test_math_extraction_on_real_prose(text, answer):
+  assert extract_math_answer(text) == answer
+
+
+def test_every_math_gold_answer_passes_the_prose_filter():
+  failed = [it.answer for it in load_items("math") if not graders._looks_mathematical(it.answer)]
+  assert not failed, failed
+
+
+@pytest.mark.parametrize("text,letter", [
+    ("<think>... I think the answer is (A)?", None),
+    ("<think>The answer is (B).</think>\nThe answer is (C).", "C"),
+    ("Option B seems right</think>\n\nAnswer: D", "D"),
+])
+def test_mmlu_letter_ignores_reasoning_blocks(text, letter):
+  assert extract_mmlu_letter(text) == letter
+
+
+def test_code_drafted_while_thinking_is_not_the_answer():
+  draft = "<think>\n```python\ndef f(x):\n    return 0\n```\n</think>\n"
+  assert extract_code(draft + "```python\ndef f(x):\n    return x\n```", "f") == "def f(x):\n    return x\n"
+  assert extract_code("<think>\n```python\ndef f(x):\n    return 0\n```\nhmm", "f") is None
+  assert graders.strip_reasoning("a<think>b</think>c") == "ac"

@@ -154,3 +154,19 @@ def test_hieramas_cells_say_what_was_learned(tmp_path):
   assert row["classifier_trained"] is False and row["contrastive_queries"] == 0
   assert row["most_picked"] == {"proposer": "qwen3-8b", "synthesizer": None}
   assert "| 0 (512) | no | qwen3-8b / - |" in ablations.hieramas_cells_markdown(record)
+
+
+def test_table4_shows_the_share_of_cut_calls_and_a_real_endpoint_is_named_not_called_a_prediction():
+  cells = [_cell("base", "math", p, [1, 0, 1, 1], [0.1] * 4) for p in ("gpt-5-mini", "qwen3-80b")]
+  cells[0].update(n_calls=8, truncated_calls=2)  # a quarter of the calls cut by max_tokens
+  cells[1].update(n_calls=4, truncated_calls=0)
+  record = _record(cells)
+  record["endpoint"] = "pool:local_smoke:0123456789ab"
+  record["provenance"] = {**record["provenance"], "backend": "pool:local_smoke:0123456789ab"}
+  derived = derive(record)
+  assert derived["groups"]["base|math|gpt-5-mini|main"]["truncation_rate"] == 0.25
+  cost = table4_markdown(derived)
+  assert "| Base | $0.4000 · 25.0% cut | $0.4000 |" in cost
+  md = table1_markdown(derived)
+  assert "prediction" not in md and "Every row was measured on `pool:local_smoke:0123456789ab`." in md
+  assert md.splitlines()[0] == "# Table 1 - pool:local_smoke:0123456789ab"

@@ -49,6 +49,43 @@ class GradingError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------
+# Reasoning blocks.
+
+# Tags that reasoning models (DeepSeek-R1 and its distills, Qwen3, QwQ, open reasoning fine-tunes) put
+# around their hidden chain of thought when a server passes it through in `content`.
+_REASONING_TAGS = ("think", "thinking", "reasoning", "thought")
+_REASONING_BLOCK = re.compile(r"<(%s)>.*?</\1\s*>" % "|".join(_REASONING_TAGS), re.DOTALL | re.IGNORECASE)
+_REASONING_OPEN = re.compile(r"<(?:%s)>" % "|".join(_REASONING_TAGS), re.IGNORECASE)
+_REASONING_CLOSE = re.compile(r"</(?:%s)\s*>" % "|".join(_REASONING_TAGS), re.IGNORECASE)
+
+
+def strip_reasoning(text: str | None) -> str | None:
+  """The answer part of a completion: reasoning blocks removed before any extraction.
+
+  A reasoning model's hidden thoughts argue about several answers before committing, so what it
+  says inside `<think>...</think>` is no answer. Three shapes are handled:
+    * closed blocks (`<think>...</think>`, also `thinking`, `reasoning`, `thought`) are removed;
+    * a block that opens and never closes (the output was cut by max_tokens while the model was
+      still thinking) removes everything after its tag: an unfinished thought commits to nothing;
+    * a closing tag with no opening one (chat templates that put `<think>` in the prompt, as
+      DeepSeek-R1's does) removes everything before it.
+  The full text is kept in the traces; only grading and voting read the stripped one.
+  """
+  if not text:
+    return text
+  text = _REASONING_BLOCK.sub("", text)
+  close = None
+  for close in _REASONING_CLOSE.finditer(text):
+    pass
+  if close is not None:
+    text = text[close.end():]
+  opened = _REASONING_OPEN.search(text)
+  if opened is not None:
+    text = text[:opened.start()]
+  return text
+
+
+# ---------------------------------------------------------------------------------------------
 # MMLU: letter extraction.
 
 # The letter itself, after optional brackets and LaTeX text wrappers: "(B)", "[B]", "\text{B}", "B".
@@ -180,8 +217,10 @@ def extract_mmlu_letter(text: str | None, options: Sequence[str] | None = None) 
     options: the option texts in A-D order.
 
   Returns:
-    An upper-case letter in "ABCD", or None when the text commits to none.
+    An upper-case letter in "ABCD", or None when the text commits to none. Reasoning blocks
+    (`strip_reasoning`) are removed first.
   """
+  text = strip_reasoning(text)
   if not text:
     return None
   plain = _strip_markup(text)
@@ -237,14 +276,17 @@ def _balanced_group(text: str, start: int) -> tuple[str, int] | None:
 
 
 def last_boxed(text: str) -> str | None:
-  """Contents of the last `\\boxed{...}` / `\\fbox{...}` (or `\\boxed 5`) with a closed group."""
+  """Contents of the last non-empty `\\boxed{...}` / `\\fbox{...}` (or `\\boxed 5`) with a closed group.
+
+  An empty `\\boxed{}` (a model that writes the template before filling it, or a truncated
+  edit) is skipped, so an earlier filled box or a later answer statement still counts."""
   for m in reversed(list(_BOX_COMMAND.finditer(text))):
     rest = m.end()
     while rest < len(text) and text[rest] == " ":
       rest += 1
     if rest < len(text) and text[rest] == "{":
       group = _balanced_group(text, rest)
-      if group is not None:
+      if group is not None and group[0].strip():
         return group[0].strip()
       continue
     # `\boxed 5`: the argument is the next token.
@@ -283,6 +325,42 @@ _ANSWER_CUE = re.compile(r"\banswer\b(?:\s+(?:to|for)\s+(?:this|the)\s+(?:proble
                          r"(?:\s*(?:is\b|[:=])|(?=[ \t]*(?:\$|\\\[|\\\()))", re.IGNORECASE)
 
 
+# Plain text (outside math delimiters) counts as an answer only if it looks like mathematics.
+_MATH_SIGN = re.compile(r"[0-9\\+\-*/^=<>|()\[\]{}]")
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+\s*(?:\{[^{}]*\})?")
+_PROSE_WORD = re.compile(r"[A-Za-z]{3,}")
+_MATH_WORDS = frozenset({"sqrt", "pi", "infty", "infinity", "and", "or", "cm", "mm", "km", "inches", "feet",
+                         "degrees", "units", "dollars", "cents", "sin", "cos", "tan", "log", "ln", "exp"})
+_FUNCTION_WORDS = frozenset({"the", "a", "an", "this", "that", "these", "those", "it", "be", "is", "are", "was",
+                             "can", "will", "would", "should", "could", "may", "might", "following", "below",
+                             "above", "here", "there", "follows", "simple", "simply", "given", "clear", "obvious",
+                             "same", "then", "now", "we", "you", "to", "of", "in", "on", "at", "by", "with"})
+
+
+def _looks_mathematical(span: str) -> bool:
+  """Whether a plain-text answer span is mathematics rather than prose.
+
+  Real models write answer cues inside prose ("the answer can be rewritten as", "the answer is,
+  or more accurately, ..."): the words after such a cue are no answer, and counted as one they
+  would be a vote in self-consistency and debate. A span counts if it holds a digit, a LaTeX
+  command or an operator/bracket, and at most two prose words of three letters or more outside
+  LaTeX commands (units and words such as "and", "sqrt", "pi" aside); or it is a word answer
+  ("Evelyn", "odd") of one or two words, none a function word ("the answer can be rewritten").
+  A bare capital letter ("the answer is N") is a placeholder, not an answer; every MATH gold
+  answer passes.
+  """
+  span = span.replace("**", "").strip()
+  if not span or span[0] in ",;:":
+    return False
+  if not _MATH_SIGN.search(span):
+    # A word answer ("Evelyn", "odd"): one or two words of two letters or more, none a function word.
+    words = span.split()
+    return (len(words) <= 2 and all(re.fullmatch(r"[A-Za-z][A-Za-z'.]+", w) for w in words)
+            and not any(w.lower().strip(".") in _FUNCTION_WORDS for w in words))
+  words = [w.lower() for w in _PROSE_WORD.findall(_LATEX_COMMAND.sub(" ", span))]
+  return sum(w not in _MATH_WORDS for w in words) <= 2
+
+
 def _answer_after(text: str, pos: int) -> str | None:
   """The answer stated right after an answer cue ending at `pos`, or None.
 
@@ -306,8 +384,11 @@ def _answer_after(text: str, pos: int) -> str | None:
     span = line[:end.start()] if end else line
     # "... is approximately $5$": math that opens inside the answer's own words.
     dollar = re.search(r"(?<!\\)\$", span)
-    if dollar is not None:
-      span = _math_span(text, i + dollar.start()) or span
+    in_math = dollar is not None and _math_span(text, i + dollar.start()) is not None
+    if in_math:
+      span = _math_span(text, i + dollar.start())
+    elif not _looks_mathematical(span):
+      return None
   span = span.replace("**", "").strip()
   span = re.sub(r"[.\s]+$", "", span)
   if not span or re.match(r"(?:not|no|unknown|unclear|undefined)\b", span, re.IGNORECASE):
@@ -334,13 +415,16 @@ def extract_math_answer(text: str | None) -> str | None:
        "Final Answer" heading followed by display math;
     3. the last answer statement: "The answer is X, since ...", "Answer: $X$".
   Math in delimiters is taken whole, across line breaks; plain text is cut before a reason or the
-  next sentence. A statement whose answer is "not ..." is skipped.
+  next sentence. A statement whose answer is "not ..." is skipped, and so is plain text that is
+  prose rather than mathematics (`_looks_mathematical`). Reasoning blocks (`strip_reasoning`) are
+  removed first; an empty `\\boxed{}` does not end the search.
   """
+  text = strip_reasoning(text)
   if not text:
     return None
   boxed = last_boxed(text)
   if boxed is not None:
-    return boxed or None
+    return boxed
   return _last_statement(_FINAL_CUE, text) or _last_statement(_ANSWER_CUE, text)
 
 
@@ -374,8 +458,10 @@ def extract_code(text: str | None, entry_point: str) -> str | None:
 
   Returns:
     The code (not checked for correctness; a block without `def entry_point` is the body that
-    continues the prompt, which the sandbox handles), or None when there is no code.
+    continues the prompt, which the sandbox handles), or None when there is no code. Reasoning
+    blocks (`strip_reasoning`) are removed first: code drafted while thinking is not the answer.
   """
+  text = strip_reasoning(text)
   if not text:
     return None
   blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in _PYTHON_TAGS]

@@ -1,9 +1,11 @@
-"""The run's one LLM client: the embedded simulated pool unless flags name a real endpoint.
+"""The run's one LLM client: the embedded simulated pool unless flags name real endpoints.
 
 `open_backend(flags, seed)` starts the sim in a thread when `--backend=sim` and no `--base_url` is
-given, builds the endpoint from the shared backend flags (keys only from the environment), checks that
-any other endpoint accepts a connection (before a run writes anything), opens the on-disk response
-cache and one `LLMClient`, and tears all of it down on exit.
+given (or when a `--pool_file` puts a model on the sim), builds the endpoint(s) from the shared backend
+flags or the pool file (keys only from the environment), checks that every real endpoint answers and
+serves every model the run needs (the preflight, before a run writes anything or pays anything),
+opens the on-disk response cache and one client (an `LLMClient`, or a `PoolClient` over a pool file's
+endpoints) with the run's spending cap, and tears all of it down on exit.
 """
 
 from __future__ import annotations
@@ -16,30 +18,66 @@ import hashlib
 import os
 import pathlib
 import urllib.parse
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterable
 
 from hieramas_jax.llm.cache import ResponseCache
-from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.client import LLMClient, PoolClient, SpendCap
 from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
 from hieramas_jax.llm.errors import EndpointConfigError, EndpointUnreachableError
+from hieramas_jax.llm.pool import Pool, load_pool_file
+from hieramas_jax.llm.preflight import PreflightReport, preflight
+from hieramas_jax.llm.registry import POOLS
 from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
 
-BACKEND_FLAG_NAMES = ("backend", "sim_profile", "base_url", "api_key_env", "model_map", "max_concurrency",
-                      "request_timeout_s", "max_retries")
+BACKEND_FLAG_NAMES = ("backend", "sim_profile", "base_url", "api_key_env", "model_map", "pool_file", "max_concurrency",
+                      "request_timeout_s", "max_retries", "max_tokens", "max_usd")
 
 
 @dataclasses.dataclass
 class Backend:
-  """What a run talks to."""
+  """What a run talks to.
 
-  client: LLMClient
+  Attributes:
+    client: `chat(model, ...)` for every model of the run (an `LLMClient`, or a `PoolClient` routing a
+      pool file's models to their endpoints).
+    endpoint: the one endpoint, or for a pool file an identity stand-in named after the pool (its
+      `name` is what run roots, cache rows and provenance use; `endpoints` holds the real ones).
+    cache: the response store, or None.
+    endpoints: every endpoint the client talks to.
+    pool: the pool file, if the run uses one.
+    spend_cap: the run's `--max_usd` cap, shared by every endpoint's client, or None.
+    preflight: what the preflight checked (None for the embedded sim).
+  """
+
+  client: LLMClient | PoolClient
   endpoint: Endpoint
   cache: ResponseCache | None
+  endpoints: tuple[Endpoint, ...] = ()
+  pool: Pool | None = None
+  spend_cap: SpendCap | None = None
+  preflight: PreflightReport | None = None
 
   @property
   def label(self) -> str:
-    """"sim" for the simulated pool (results get labelled), else the endpoint's name."""
+    """"sim" for the simulated pool (results get labelled), else the endpoint's (or pool's) name."""
     return "sim" if self.endpoint.is_sim else self.endpoint.name
+
+  def describe(self) -> dict[str, Any]:
+    """Provenance of where the calls went: endpoint names, URLs and model ids, the pool file's dated
+    prices, the spending cap and what was spent. Never a key."""
+    out: dict[str, Any] = {"name": self.endpoint.name,
+                           "endpoints": [{"name": ep.name, "base_url": ep.base_url, "models": dict(ep.model_ids)}
+                                         for ep in (self.endpoints or (self.endpoint,))]}
+    if self.pool is not None:
+      out["pool"] = self.pool.describe()
+    if self.spend_cap is not None:
+      out["spend"] = self.spend_cap.summary()
+    return out
+
+
+def pool_models(pools: Iterable[str]) -> tuple[str, ...]:
+  """Every model the given pool settings (Table 1 columns) may call: what the preflight checks."""
+  return tuple(sorted({m for p in pools for m in POOLS[p].models}))
 
 
 @functools.lru_cache(maxsize=1)
@@ -96,10 +134,17 @@ async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float 
   raise EndpointUnreachableError(base_url, attempts, detail)
 
 
+def _pool_identity(pool: Pool) -> Endpoint:
+  """The stand-in `Backend.endpoint` of a pool file: named after the pool, sim only if every model is."""
+  first = pool.endpoints[0]
+  return Endpoint(name=pool.name, base_url=first.base_url, is_sim=all(ep.is_sim for ep in pool.endpoints),
+                  model_ids={m: ep.model_ids[m] for ep in pool.endpoints for m in ep.model_ids})
+
+
 @contextlib.asynccontextmanager
 async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
-                       cache_root: str | os.PathLike | None = None,
-                       sim_process: bool = False) -> AsyncIterator[Backend]:
+                       cache_root: str | os.PathLike | None = None, sim_process: bool = False,
+                       needed_models: Iterable[str] | None = None) -> AsyncIterator[Backend]:
   """Yields a `Backend` for the run described by the shared backend flags.
 
   Args:
@@ -109,28 +154,58 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     cache_root: defaults to `paths.cache_dir()`.
     sim_process: serve the embedded sim from its own process instead of a thread (its own core: a
       large run is CPU-bound on both sides); same endpoint name, so cached answers stay valid.
+    needed_models: the models the run's cells may call (`pool_models(spec.pools)`); the preflight
+      checks each against its real endpoint before anything is written or paid. None: every model the
+      endpoints map.
+
+  Raises:
+    PoolFileError, PreflightError, MissingAPIKeyError, EndpointUnreachableError: before any call.
   """
   handle = None
   cache = None
+  pool_file = getattr(flag_values, "pool_file", None)
+  if pool_file and (flag_values.backend != "sim" or flag_values.base_url or flag_values.model_map
+                    or flag_values.api_key_env):
+    raise EndpointConfigError("--pool_file names every model's endpoint: drop --backend, --base_url, "
+                              "--api_key_env and --model_map (or drop --pool_file)")
   try:
     profile = getattr(flag_values, "sim_profile", "fitted")
     sim_name = sim_endpoint_name(seed, profile)
-    if flag_values.backend == "sim" and not flag_values.base_url:
+    pool = load_pool_file(pool_file, sim_base_url="http://127.0.0.1:1/v1") if pool_file else None
+    wants_sim = (pool is not None and any(m.backend == "sim" and not m.base_url for m in pool.models.values())) \
+        or (pool is None and flag_values.backend == "sim" and not flag_values.base_url)
+    base_url = None
+    if wants_sim:
       from hieramas_jax.sim import server  # pylint: disable=import-outside-toplevel
       start = server.start_sim_subprocess if sim_process else server.start_sim_in_thread
       handle = start(server.SimConfig(seed=seed, profile=profile))
       base_url = handle.base_url
-    else:
-      base_url = None
+    elif flag_values.base_url:
       # An external sim's seed is unknown here: name it by its URL so caches never mix.
-      sim_name = f"sim:{flag_values.base_url}" if flag_values.base_url else sim_name
-    endpoint = endpoint_from_flags(flag_values, sim_base_url=base_url, sim_name=sim_name)
-    if handle is None:  # the embedded sim has just started; anything else may not be there
-      await check_reachable(endpoint.base_url)
+      sim_name = f"sim:{flag_values.base_url}"
+    if pool is not None:
+      pool = load_pool_file(pool_file, sim_base_url=base_url, sim_name=sim_name)
+      endpoints = pool.endpoints
+      endpoint = _pool_identity(pool)
+    else:
+      endpoint = endpoint_from_flags(flag_values, sim_base_url=base_url, sim_name=sim_name)
+      endpoints = (endpoint,)
+    real = [ep for ep in endpoints if handle is None or ep.base_url != handle.base_url.rstrip("/")]
+    for ep in real:  # the embedded sim has just started; anything else may not be there
+      await check_reachable(ep.base_url)
+    report = None
+    if real:
+      needed = set(endpoint.model_ids) if needed_models is None else set(needed_models)
+      sim_served = {m for ep in endpoints if ep not in real for m in ep.model_ids}
+      report = await preflight(real, needed - sim_served) if needed - sim_served else None
+    max_usd = getattr(flag_values, "max_usd", None)
+    cap = SpendCap(max_usd) if max_usd is not None else None
     if use_cache:
       cache = ResponseCache(pathlib.Path(cache_root or cache_dir()) / "responses")
-    async with LLMClient(endpoint, cache=cache, seed=seed, **client_options_from_flags(flag_values)) as client:
-      yield Backend(client, endpoint, cache)
+    options = dict(client_options_from_flags(flag_values), cache=cache, seed=seed, spend_cap=cap)
+    client = PoolClient(endpoints, **options) if pool is not None else LLMClient(endpoint, **options)
+    async with client:
+      yield Backend(client, endpoint, cache, tuple(endpoints), pool, cap, report)
   finally:
     # The sim first, and in a `finally` of its own: an error closing the cache (a full disk) must
     # not leave the sim's process running.

@@ -87,7 +87,19 @@ def summarise(results: Sequence[ItemResult]) -> dict[str, Any]:
           "prompt_tokens": sum(r.prompt_tokens for r in results),
           "completion_tokens": sum(r.completion_tokens for r in results),
           "n_calls": sum(r.n_calls for r in results),
-          "cached_calls": sum(r.cached_calls for r in results)}
+          "cached_calls": sum(r.cached_calls for r in results),
+          "truncated_calls": sum(int(r.trace.get("truncated_calls", 0)) for r in results),
+          "usage_by_model": usage_by_model(results)}
+
+
+def usage_by_model(results: Sequence[ItemResult]) -> dict[str, list[int]]:
+  """model -> [calls, prompt tokens, completion tokens] over the results' traces (what a dry run
+  reprices at another endpoint's prices)."""
+  usage: dict[str, list[int]] = {}
+  for r in results:
+    for model, row in (r.trace.get("usage_by_model") or {}).items():
+      usage[model] = [a + b for a, b in zip(usage.get(model, [0, 0, 0]), row)]
+  return dict(sorted(usage.items()))
 
 
 def load_done(run_dir: str | os.PathLike) -> dict[str, ItemResult]:

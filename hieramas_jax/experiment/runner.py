@@ -255,6 +255,8 @@ class Usage:
   completion_tokens: int = 0
   cost_usd: float = 0.0
   wall_s: float = 0.0
+  truncated_calls: int = 0
+  by_model: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # model -> [calls, prompt, completion]
 
   def add_call(self, result) -> None:
     self.calls += 1
@@ -262,6 +264,19 @@ class Usage:
     self.prompt_tokens += int(result.prompt_tokens)
     self.completion_tokens += int(result.completion_tokens)
     self.cost_usd += float(result.cost_usd)
+    self.truncated_calls += int(getattr(result, "finish_reason", "") in ("length", "context_overflow"))
+    row = self.by_model.setdefault(result.model, [0, 0, 0])
+    row[0] += 1
+    row[1] += int(result.prompt_tokens)
+    row[2] += int(result.completion_tokens)
+
+  def plus(self, other: "Usage") -> "Usage":
+    """The sum of two usages (per-model rows added)."""
+    by_model = {m: list(r) for m, r in self.by_model.items()}
+    for m, r in other.by_model.items():
+      by_model[m] = [a + b for a, b in zip(by_model.get(m, [0, 0, 0]), r)]
+    return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(Usage)
+                    if f.name != "by_model"}, by_model=dict(sorted(by_model.items())))
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -297,8 +312,7 @@ class TrainingMeter:
 
   def commit(self) -> None:
     now = time.monotonic()
-    total = Usage(**{f.name: getattr(self.committed, f.name) + getattr(self.pending, f.name)
-                     for f in dataclasses.fields(Usage)})
+    total = self.committed.plus(self.pending)
     total.cost_usd = math.fsum([self.committed.cost_usd, *self._pending_costs])
     total.wall_s += now - self._since
     self.committed, self.pending, self._since, self._pending_costs = total, Usage(), now, []
@@ -465,9 +479,14 @@ def _computed_by(run_dir: pathlib.Path, *, computed_now: bool) -> list[dict[str,
 
 
 def _typed_record(record: Any, path: pathlib.Path, fix: str) -> dict[str, Any]:
-  """`record` if it is a JSON object of numbers (a usage total), else a StateError naming `path`."""
-  if not isinstance(record, dict) or not all(
-      isinstance(v, (int, float)) and not isinstance(v, bool) for v in record.values()):
+  """`record` if it is a usage total (numbers, and `by_model`: model -> [calls, prompt, completion]
+  integers), else a StateError naming `path`."""
+  def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+  by_model = record.get("by_model", {}) if isinstance(record, dict) else None
+  if not isinstance(record, dict) or not all(number(v) for k, v in record.items() if k != "by_model") or not (
+      isinstance(by_model, dict) and all(isinstance(row, list) and len(row) == 3 and all(
+          isinstance(x, int) and not isinstance(x, bool) for x in row) for row in by_model.values())):
     raise StateError(f"{path}: expected an object of numbers; {fix}")
   return record
 
@@ -685,6 +704,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   seeds = list(spec.seeds)
   return {"spec": spec.to_json(), "endpoint": endpoint,
           "endpoints": {str(s): backends[s].endpoint.name for s in spec.seeds},
+          # Where the calls went: URLs, model ids, a pool file's dated prices, the spend cap and what was spent.
+          "backends": {str(s): backends[s].describe() for s in spec.seeds},
           "run_root": repo_relative(root), "wall_s": round(time.monotonic() - started, 3),
           "cells": {c.key: r for c, r in zip(cells, outcomes_)},
           "provenance": provenance(seed=seeds[0] if len(seeds) == 1 else seeds, benchmarks=spec.benchmarks,

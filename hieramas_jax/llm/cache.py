@@ -57,7 +57,7 @@ from typing import Any, Iterator, NamedTuple
 from hieramas_jax.llm.errors import CacheCorruptError, CacheWriteError
 
 STORE_NAME = "responses.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: finish_reason and reasoning_tokens (a v1 store gains them at open, as "" / 0)
 BUSY_TIMEOUT_S = 60.0
 READ_CACHE_KIB = 16 * 1024
 _IMPORT_BATCH = 10_000
@@ -76,7 +76,9 @@ CREATE TABLE IF NOT EXISTS responses (
   completion_tokens INTEGER NOT NULL,
   cost_usd REAL NOT NULL,
   attempts INTEGER NOT NULL,
-  latency_s REAL NOT NULL
+  latency_s REAL NOT NULL,
+  finish_reason TEXT NOT NULL DEFAULT '',
+  reasoning_tokens INTEGER NOT NULL DEFAULT 0
 )""", """
 CREATE TABLE IF NOT EXISTS jsonl_imports (
   name TEXT PRIMARY KEY,
@@ -84,9 +86,14 @@ CREATE TABLE IF NOT EXISTS jsonl_imports (
   records INTEGER NOT NULL,
   torn_lines INTEGER NOT NULL
 )""")
-_SELECT = ("SELECT text, model, prompt_tokens, completion_tokens, cost_usd, attempts "
-           "FROM responses WHERE key = ?")
-_INSERT = "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_SELECT = ("SELECT text, model, prompt_tokens, completion_tokens, cost_usd, attempts, finish_reason, "
+           "reasoning_tokens FROM responses WHERE key = ?")
+_COLUMNS = ("key, endpoint, model, text, prompt_tokens, completion_tokens, cost_usd, attempts, latency_s, "
+            "finish_reason, reasoning_tokens")
+_INSERT = f"INSERT OR IGNORE INTO responses ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# Schema 1 -> 2: two columns with defaults (rows of a v1 store replay with finish_reason "" and 0).
+_MIGRATE_1_TO_2 = ("ALTER TABLE responses ADD COLUMN finish_reason TEXT NOT NULL DEFAULT ''",
+                   "ALTER TABLE responses ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0")
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -108,6 +115,8 @@ class CachedResponse(NamedTuple):
   completion_tokens: int
   cost_usd: float
   attempts: int
+  finish_reason: str = ""
+  reasoning_tokens: int = 0
 
 
 def _storable_text(text: str) -> str | bytes:
@@ -138,7 +147,7 @@ def iter_jsonl_shard(shard: str | os.PathLike) -> Iterator[tuple | None]:
         rec = json.loads(line)
         yield (rec["key"], rec.get("endpoint", ""), rec["model"], _storable_text(rec["text"]),
                int(rec["prompt_tokens"]), int(rec["completion_tokens"]), float(rec["cost_usd"]),
-               int(rec["attempts"]), float(rec.get("latency_s", 0.0)))
+               int(rec["attempts"]), float(rec.get("latency_s", 0.0)), "", 0)
       except (ValueError, KeyError, TypeError) as e:
         if not complete:
           yield None
@@ -215,9 +224,14 @@ class ResponseCache:
                               f"{SCHEMA_VERSION} (written by a newer hieramas-jax?)")
     conn.execute("BEGIN IMMEDIATE")  # two processes creating the store at once: one waits
     try:
-      if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+      current = conn.execute("PRAGMA user_version").fetchone()[0]
+      if current == 0:
         for statement in _SCHEMA:  # (not executescript: it would commit the open transaction first)
           conn.execute(statement)
+      elif current == 1:
+        for statement in _MIGRATE_1_TO_2:
+          conn.execute(statement)
+      if current < SCHEMA_VERSION:
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
       conn.execute("COMMIT")
     except BaseException:
@@ -304,10 +318,11 @@ class ResponseCache:
     text = row[0]
     if type(text) is bytes:
       text = text.decode("utf-8", "surrogatepass")
-    return CachedResponse(text, row[1], row[2], row[3], row[4], row[5])
+    return CachedResponse(text, row[1], row[2], row[3], row[4], row[5], row[6], row[7])
 
   def put(self, key: str, *, endpoint: str, model: str, text: str, prompt_tokens: int,
-          completion_tokens: int, cost_usd: float, attempts: int, latency_s: float) -> None:
+          completion_tokens: int, cost_usd: float, attempts: int, latency_s: float, finish_reason: str = "",
+          reasoning_tokens: int = 0) -> None:
     """Record one answered call: replayed by this process at once, committed by the writer thread.
 
     A key already stored keeps its first answer (two processes racing on one request replay the same).
@@ -323,13 +338,14 @@ class ResponseCache:
     self._connection()
     prompt_tokens, completion_tokens, cost_usd, attempts = (int(prompt_tokens), int(completion_tokens),
                                                             float(cost_usd), int(attempts))
-    self._pending[key] = CachedResponse(text, model, prompt_tokens, completion_tokens, cost_usd, attempts)
+    self._pending[key] = CachedResponse(text, model, prompt_tokens, completion_tokens, cost_usd, attempts,
+                                        str(finish_reason), int(reasoning_tokens))
     if self._writer is None:
       self._start_writer()
     with self._written:
       self._queued += 1
     self._queue.put((key, endpoint, model, _storable_text(text), prompt_tokens, completion_tokens, cost_usd,
-                     attempts, float(latency_s)))
+                     attempts, float(latency_s), str(finish_reason), int(reasoning_tokens)))
 
   def _start_writer(self) -> None:
     self._writer = threading.Thread(target=self._write_loop, name=f"response-store-writer:{self.path}",

@@ -29,6 +29,8 @@ import email.utils
 import hashlib
 import json
 import logging
+import math
+import re
 import time
 from typing import Any, Sequence
 
@@ -39,17 +41,22 @@ import yarl
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
                                        DEFAULT_REQUEST_TIMEOUT_S, Endpoint)
-from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, LLMError,
+from hieramas_jax.llm.errors import (BudgetExceededError, EndpointConfigError, EndpointUnreachableError, LLMError,
                                      NonRetryableError, RetriesExhaustedError, UnknownModelError,
                                      redact_secrets)
 from hieramas_jax.llm.registry import MODELS, ModelSpec
 
-__all__ = ["CallResult", "LLMClient", "LLMError", "RetriesExhaustedError", "NonRetryableError",
+__all__ = ["CallResult", "LLMClient", "PoolClient", "SpendCap", "LLMError", "RetriesExhaustedError", "NonRetryableError",
            "EndpointUnreachableError", "UnknownModelError", "RETRY_STATUSES"]
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # plus every status >= 500
+CONTEXT_OVERFLOW = "context_overflow"  # CallResult.finish_reason of a prompt longer than the model's context
+# How OpenAI, vLLM, llama.cpp, transformers and OpenRouter word a prompt that does not fit.
+_CONTEXT_OVERFLOW = re.compile(r"context[ _-]?length|context window|maximum context|too many tokens|"
+                               r"exceed\w* (?:[\w']+ ){0,3}context|prompt is too long|"
+                               r"input is too long|n_ctx", re.IGNORECASE)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode  # == cache.canonical_json
 
 
@@ -67,6 +74,11 @@ class CallResult:
       retries and backoff included; for a cached replay, the lookup time.
     cached: True when replayed from the response cache (nothing was spent).
     attempts: requests sent for the original answer (1 = no retry).
+    finish_reason: the endpoint's `finish_reason` ("stop", "length" when max_tokens cut the
+      completion, ...); "" when the endpoint gave none or the answer was replayed from a cache row
+      written before this field was recorded.
+    reasoning_tokens: hidden reasoning tokens among `completion_tokens`
+      (`usage.completion_tokens_details.reasoning_tokens`), 0 when the endpoint reports none.
   """
 
   text: str
@@ -77,6 +89,14 @@ class CallResult:
   latency_s: float
   cached: bool
   attempts: int
+  finish_reason: str = ""
+  reasoning_tokens: int = 0
+
+  @property
+  def truncated(self) -> bool:
+    """The completion was cut by max_tokens (a reasoning model may then have answered nothing), or
+    the prompt did not fit the model's context at all (finish_reason `CONTEXT_OVERFLOW`, empty text)."""
+    return self.finish_reason in ("length", CONTEXT_OVERFLOW)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,6 +107,50 @@ class _Route:
   spec: ModelSpec
   sends_temperature: bool
   max_tokens_field: str
+  key_prefix: bytes  # endpoint identity + short name: see `LLMClient.__init__`
+  budget: int | None  # the model's completion budget on this endpoint (a pool file's), replacing the method's
+  cap: int | None  # the run-wide --max_tokens
+
+
+class SpendCap:
+  """A hard cap on what one run pays (`--max_usd`), shared by every client of the run.
+
+  Before a call is sent, its worst case is reserved: prompt tokens estimated as the request's bytes
+  / 3 (a token is about 4 characters of English; JSON and code are denser, so /3 overestimates) plus
+  the full completion budget, at the model's price. If what was paid plus every reservation in flight
+  plus this worst case would pass the cap, `BudgetExceededError` is raised and nothing is sent. When
+  the answer comes, the reservation is replaced by the call's real cost. Cached replays cost nothing
+  and are never refused. Training and evaluation calls go through the same clients, so the cap
+  covers both.
+  """
+
+  def __init__(self, max_usd: float):
+    if not (isinstance(max_usd, (int, float)) and math.isfinite(max_usd) and max_usd >= 0):
+      raise ValueError(f"max_usd must be a finite number >= 0, got {max_usd!r}")
+    self.max_usd = float(max_usd)
+    self.spent_usd = 0.0
+    self.reserved_usd = 0.0
+    self.calls = 0
+
+  @staticmethod
+  def worst_case(spec: ModelSpec, payload: bytes, max_tokens: int) -> float:
+    return spec.cost(len(payload) // 3 + 16, max_tokens)
+
+  def reserve(self, model: str, worst_usd: float) -> None:
+    if self.spent_usd + self.reserved_usd + worst_usd > self.max_usd:
+      raise BudgetExceededError(self.spent_usd, self.max_usd, model, self.reserved_usd + worst_usd)
+    self.reserved_usd += worst_usd
+
+  def settle(self, worst_usd: float, cost_usd: float | None) -> None:
+    """Release a reservation; `cost_usd` is what the call cost (None: it failed unanswered)."""
+    self.reserved_usd = max(0.0, self.reserved_usd - worst_usd)
+    if cost_usd is not None:
+      self.spent_usd += cost_usd
+      self.calls += 1
+
+  def summary(self) -> dict[str, float]:
+    return {"max_usd": self.max_usd, "spent_usd": self.spent_usd, "left_usd": max(0.0, self.max_usd - self.spent_usd),
+            "paid_calls": self.calls}
 
 
 class _Retry(Exception):
@@ -158,7 +222,8 @@ class LLMClient:
                max_concurrency: int = DEFAULT_MAX_CONCURRENCY, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 0.5,
                backoff_cap_s: float = 30.0, seed: int = 0, retry_after_cap_s: float = 120.0,
-               unreachable_retries: int = 2):
+               unreachable_retries: int = 2, max_tokens_cap: int | None = None,
+               spend_cap: SpendCap | None = None):
     if not isinstance(endpoint, Endpoint):
       raise TypeError(f"endpoint must be an Endpoint, got {type(endpoint).__name__}")
     for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
@@ -170,6 +235,10 @@ class LLMClient:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     if backoff_base_s < 0 or retry_after_cap_s < 0:
       raise ValueError("backoff_base_s and retry_after_cap_s must be >= 0")
+    if max_tokens_cap is not None and (type(max_tokens_cap) is not int or max_tokens_cap < 1):
+      raise ValueError(f"max_tokens_cap must be a positive int or None, got {max_tokens_cap!r}")
+    self.max_tokens_cap = max_tokens_cap
+    self.spend_cap = spend_cap
     self.endpoint = endpoint
     self.cache = cache
     self.max_concurrency = max_concurrency
@@ -184,11 +253,22 @@ class LLMClient:
       self._url = yarl.URL(endpoint.chat_url)  # parsed once here, not by aiohttp on every request
     except ValueError as e:
       raise EndpointConfigError(f"endpoint {endpoint.name!r}: invalid URL {endpoint.chat_url!r}: {e}") from None
-    self._key_prefix = endpoint.name.encode("utf-8") + b"\n"  # see cache.request_key
-    self._routes = {
-        name: _Route(model_id, MODELS[name], not MODELS[name].fixed_temperature,
-                     MODELS[name].max_tokens_field)
-        for name, model_id in endpoint.model_ids.items() if name in MODELS}
+    # The cache key names the endpoint (backend and URL) and the suite's short name as well as the
+    # body: two short names mapped to one served id are two pool members, and must not replay each
+    # other's answers (nor be billed at each other's prices). Provider quirks (GPT-5 takes
+    # `max_completion_tokens` and no temperature) apply only where the provider serves that model.
+    self._routes = {}
+    for name, model_id in endpoint.model_ids.items():
+      if name not in MODELS:
+        continue
+      spec = MODELS[name]
+      if name in endpoint.prices:
+        spec = dataclasses.replace(spec, price_in=endpoint.prices[name][0], price_out=endpoint.prices[name][1])
+      quirks = endpoint.provider_quirks
+      prefix = endpoint.name.encode("utf-8") + b"\n" + (b"" if endpoint.is_sim else name.encode() + b"\n")
+      self._routes[name] = _Route(model_id, spec, not (quirks and spec.fixed_temperature),
+                                  spec.max_tokens_field if quirks else "max_tokens", prefix,
+                                  endpoint.max_tokens.get(name), max_tokens_cap)
     self._session: aiohttp.ClientSession | None = None
     self._semaphore: asyncio.Semaphore | None = None
     self._reached = False  # got any HTTP answer from the endpoint yet
@@ -218,6 +298,14 @@ class LLMClient:
     await self.close()
 
   async def close(self) -> None:
+    """Close the session, after letting requests already on the wire finish (at most `timeout_s`).
+
+    A request that was sent is paid whether or not its caller is still waiting (a run stopped by the
+    spend cap, or by an error in another query, cancels the callers); finishing it puts the answer in
+    the cache, so the resumed run replays it instead of paying for it twice.
+    """
+    if self._inflight:
+      await asyncio.wait(list(self._inflight.values()), timeout=self.timeout_s)
     if self._session is not None:
       await self._session.close()
       self._session = None
@@ -230,7 +318,9 @@ class LLMClient:
       model: the suite's short model name (must be served by the endpoint).
       messages: OpenAI chat messages.
       temperature: sampling temperature (not sent to models that accept only their default).
-      max_tokens: completion cap (sent as the model's `max_tokens_field`).
+      max_tokens: completion cap (sent as the model's `max_tokens_field`), unless the endpoint sets
+        this model's own budget (a pool file's `max_tokens`), which replaces it; the run-wide
+        `max_tokens_cap` caps either.
       sample_index: independent-draw index; sent as the OpenAI `seed` and part of the cache key.
 
     Raises:
@@ -249,6 +339,10 @@ class LLMClient:
     if (not isinstance(temperature, (float, int)) or isinstance(temperature, bool)
         or not 0.0 <= temperature <= 2.0):
       raise ValueError(f"temperature must be a number in [0, 2], got {temperature!r}")
+    if route.budget is not None:  # a reasoning model needs room for its hidden reasoning: the pool decides
+      max_tokens = route.budget
+    if route.cap is not None:
+      max_tokens = min(max_tokens, route.cap)
     body: dict[str, Any] = {"model": route.model_id, "messages": messages, "seed": sample_index,
                             route.max_tokens_field: max_tokens}
     if route.sends_temperature:
@@ -258,19 +352,20 @@ class LLMClient:
     key = None
     if cache is not None:
       started = time.perf_counter()
-      key = hashlib.sha256(self._key_prefix + payload).hexdigest()
+      key = hashlib.sha256(route.key_prefix + payload).hexdigest()
       hit = cache.get(key)
       if hit is not None:
         return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
-                          time.perf_counter() - started, True, hit.attempts)
+                          time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
+                          hit.reasoning_tokens)
       shared = self._inflight.get(key)
       if shared is not None:  # the same request is on its way: wait for it; this one is a replay
         first = await asyncio.shield(shared)
         return dataclasses.replace(first, latency_s=time.perf_counter() - started, cached=True)
-      shared = self._inflight[key] = asyncio.ensure_future(self._fetch(model, route, payload, key))
+      shared = self._inflight[key] = asyncio.ensure_future(self._fetch(model, route, payload, key, max_tokens))
       shared.add_done_callback(lambda f, key=key: self._settle(key, f))
       return await asyncio.shield(shared)
-    return await self._fetch(model, route, payload, None)
+    return await self._fetch(model, route, payload, None, max_tokens)
 
   def _settle(self, key: str, done: asyncio.Future) -> None:
     """Forget a finished shared request (its answer is in the cache now, or it failed for all)."""
@@ -279,20 +374,33 @@ class LLMClient:
     if not done.cancelled():
       done.exception()  # retrieved: a failure nobody awaited any more is not logged as unhandled
 
-  async def _fetch(self, model: str, route: _Route, payload: bytes, key: str | None) -> CallResult:
-    """Send the request (with retries), price it and record it in the cache."""
-    text, prompt_tokens, completion_tokens, attempts, latency = await self._post(model, payload)
-    cost = route.spec.cost(prompt_tokens, completion_tokens)
+  async def _fetch(self, model: str, route: _Route, payload: bytes, key: str | None, max_tokens: int) -> CallResult:
+    """Send the request (with retries, within the spend cap), price it and record it in the cache."""
+    cap = self.spend_cap
+    worst = SpendCap.worst_case(route.spec, payload, max_tokens) if cap is not None else 0.0
+    if cap is not None:
+      cap.reserve(model, worst)
+    paid = None
+    try:
+      (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
+          await self._post(model, payload)
+      paid = route.spec.cost(prompt_tokens, completion_tokens)
+    finally:
+      if cap is not None:
+        cap.settle(worst, paid)
+    cost = paid
     if key is not None:
       self.cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
-                     completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency)
-    return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts)
+                     completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency,
+                     finish_reason=finish_reason, reasoning_tokens=reasoning_tokens)
+    return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts,
+                      finish_reason, reasoning_tokens)
 
-  async def _post(self, model: str, payload: bytes) -> tuple[str, int, int, int, float]:
+  async def _post(self, model: str, payload: bytes) -> tuple[tuple[str, int, int, str, int], int, float]:
     """Sends `payload` until it is answered.
 
     Returns:
-      (text, prompt_tokens, completion_tokens, attempts, latency_s).
+      ((text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency_s).
     """
     session = self._session
     semaphore = self._semaphore
@@ -310,11 +418,14 @@ class LLMClient:
           raw = await resp.read()
           self._reached = True
           if 200 <= status < 300:
-            text, prompt_tokens, completion_tokens = self._parse(model, raw)
-            return text, prompt_tokens, completion_tokens, attempt, time.perf_counter() - started
+            return self._parse(model, raw), attempt, time.perf_counter() - started
           if status in RETRY_STATUSES or status >= 500:
             failure = _Retry(f"HTTP {status}: {self._redact(_error_message(raw))[:200]}", status,
                              parse_retry_after(resp.headers))
+          elif status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(_error_message(raw)):
+            # The prompt does not fit the model's context: an answer of nothing, not a dead cell. The
+            # method goes on (the query is graded wrong), and the cut is recorded like a truncation.
+            return ("", 0, 0, CONTEXT_OVERFLOW, 0), attempt, time.perf_counter() - started
           else:
             raise NonRetryableError(model, status, self._redact(_error_message(raw)))
       except _Retry as e:
@@ -344,8 +455,9 @@ class LLMClient:
                 self.endpoint.name, failure.reason, delay)
       await asyncio.sleep(delay)
 
-  def _parse(self, model: str, raw: bytes) -> tuple[str, int, int]:
-    """(text, prompt_tokens, completion_tokens) of a 2xx body; `_Retry` when it is not a completion."""
+  def _parse(self, model: str, raw: bytes) -> tuple[str, int, int, str, int]:
+    """(text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens) of a 2xx body;
+    `_Retry` when it is not a completion."""
     try:
       data = json.loads(raw)
       choices = data.get("choices")
@@ -366,7 +478,11 @@ class LLMClient:
       elif not isinstance(text, str):
         raise TypeError("message content is not a string")
       usage = data["usage"]
-      return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+      finish_reason = choices[0].get("finish_reason") or ""
+      details = usage.get("completion_tokens_details") or {}
+      reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+      return (text, int(usage["prompt_tokens"]), int(usage["completion_tokens"]), str(finish_reason),
+              int(reasoning or 0))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
       raise _Retry(f"malformed completion body ({type(e).__name__})") from None
 
@@ -379,3 +495,65 @@ class LLMClient:
 
   def _redact(self, text: str) -> str:
     return redact_secrets(text, self.endpoint.api_key)
+
+
+class PoolClient:
+  """Several endpoints behind one `chat`: each model's calls go to the endpoint that serves it.
+
+  A pool file can put GPT models on OpenAI and open models on a local server; methods call
+  `chat(model, ...)` as on one `LLMClient`. Each endpoint keeps its own `LLMClient` (its own
+  connection pool and concurrency bound, its own retries), and the response cache is shared: its keys
+  name the endpoint, so rows never mix.
+
+  Args:
+    endpoints: the pool's endpoints; a model may be served by one of them only.
+    **client_options: `LLMClient` keyword arguments, the same for every endpoint.
+  """
+
+  def __init__(self, endpoints: Sequence[Endpoint], **client_options: Any):
+    if not endpoints:
+      raise EndpointConfigError("a pool needs at least one endpoint")
+    self.clients = tuple(LLMClient(ep, **client_options) for ep in endpoints)
+    self._by_model: dict[str, LLMClient] = {}
+    for client in self.clients:
+      for model in client.endpoint.model_ids:
+        if model in self._by_model:
+          raise EndpointConfigError(f"model {model!r} is served by two endpoints of the pool: "
+                                    f"{self._by_model[model].endpoint.name} and {client.endpoint.name}")
+        self._by_model[model] = client
+
+  @property
+  def endpoints(self) -> tuple[Endpoint, ...]:
+    return tuple(c.endpoint for c in self.clients)
+
+  def client_for(self, model: str) -> LLMClient:
+    """The endpoint client serving `model`; `UnknownModelError` when none does."""
+    try:
+      return self._by_model[model]
+    except KeyError:
+      raise UnknownModelError(model) from None
+
+  async def __aenter__(self) -> PoolClient:
+    opened = []
+    try:
+      for client in self.clients:
+        await client.__aenter__()
+        opened.append(client)
+    except BaseException:
+      for client in opened:
+        await client.close()
+      raise
+    return self
+
+  async def __aexit__(self, *exc) -> None:
+    await self.close()
+
+  async def close(self) -> None:
+    for client in self.clients:
+      await client.close()
+
+  async def chat(self, model: str, messages: Sequence[dict[str, Any]], *, temperature: float,
+                 max_tokens: int, sample_index: int = 0) -> CallResult:
+    """`LLMClient.chat` on the endpoint that serves `model`."""
+    return await self.client_for(model).chat(model, messages, temperature=temperature, max_tokens=max_tokens,
+                                             sample_index=sample_index)

@@ -48,6 +48,15 @@ class Endpoint:
     is_sim: True when results come from the simulated pool (they get labelled as such).
     model_ids: suite short name -> the id this endpoint expects. A model absent here is not served
       by this endpoint (`UnknownModelError` before any request).
+    provider_quirks: apply the providers' request quirks of a model (GPT-5: `max_completion_tokens`,
+      no temperature). True for OpenAI, OpenRouter and the sim (which enforces them like OpenAI); False
+      for a custom server (vLLM, llama.cpp, transformers), which serves its own weights under the name
+      and takes the standard `max_tokens` and `temperature`.
+    prices: short name -> (USD per 1M prompt tokens, per 1M completion tokens) where this endpoint's
+      price differs from the registry's frozen one (a pool file's dated price).
+    max_tokens: short name -> the model's completion budget on this endpoint (a pool file's); requests
+      to it are sent with this budget whatever the method asked, since a reasoning model needs room
+      for its hidden reasoning (the run-wide --max_tokens still caps it).
   """
 
   name: str
@@ -55,6 +64,9 @@ class Endpoint:
   api_key: str = dataclasses.field(default="", repr=False)
   is_sim: bool = False
   model_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  provider_quirks: bool = True
+  prices: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+  max_tokens: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if not self.base_url.startswith(("http://", "https://")):
@@ -62,6 +74,8 @@ class Endpoint:
                                 f"got {self.base_url!r}")
     object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
     object.__setattr__(self, "model_ids", types.MappingProxyType(dict(self.model_ids)))
+    object.__setattr__(self, "prices", types.MappingProxyType(dict(self.prices)))
+    object.__setattr__(self, "max_tokens", types.MappingProxyType(dict(self.max_tokens)))
 
   def __repr__(self) -> str:
     key = "<set>" if self.api_key else "<none>"
@@ -147,7 +161,8 @@ def make_endpoint(backend: str, *, base_url: str | None = None, api_key_env: str
       raise EndpointConfigError("backend 'custom' needs --base_url (an OpenAI-compatible .../v1 URL)")
     key = _key_from_env(backend, api_key_env, environ) if api_key_env else ""
     ids = dict(model_map) if model_map else {m: m for m in MODELS}
-    return Endpoint(name=f"custom:{base_url.rstrip('/')}", base_url=base_url, api_key=key, model_ids=ids)
+    return Endpoint(name=endpoint_name("custom", base_url), base_url=base_url, api_key=key, model_ids=ids,
+                    provider_quirks=False)
   key = _key_from_env(backend, api_key_env or DEFAULT_KEY_ENV[backend], environ)
   if backend == "openrouter":
     ids = {name: spec.provider_id for name, spec in MODELS.items()}
@@ -156,7 +171,16 @@ def make_endpoint(backend: str, *, base_url: str | None = None, api_key_env: str
     ids = _openai_ids()
     url = base_url or OPENAI_BASE_URL
   ids.update(model_map or {})
-  return Endpoint(name=backend, base_url=url, api_key=key, model_ids=ids)
+  return Endpoint(name=endpoint_name(backend, url), base_url=url, api_key=key, model_ids=ids)
+
+
+def endpoint_name(backend: str, base_url: str) -> str:
+  """`backend:base_url`: the endpoint's identity in cache keys, run roots and provenance.
+
+  The URL is part of it because two servers behind one backend name (OpenAI and a proxy, two local
+  vLLM servers on different ports) answer differently: neither may replay the other's answers.
+  """
+  return f"{backend}:{base_url.rstrip('/')}"
 
 
 def define_backend_flags(flag_values: Any = None) -> None:
@@ -183,11 +207,23 @@ def define_backend_flags(flag_values: Any = None) -> None:
   flags.DEFINE_list("model_map", [],
                     "SHORT=ID pairs mapping suite model names to the endpoint's model ids "
                     "(custom endpoints, e.g. qwen3-8b=Qwen/Qwen3-8B).", flag_values=fv)
+  flags.DEFINE_string("pool_file", None,
+                      "A pool file (.toml/.yaml, launch/pools/*.toml): per model its backend, base URL, key "
+                      "variable, model id, dated price and budget; one run can mix endpoints. Replaces "
+                      "--backend/--base_url/--api_key_env/--model_map.", flag_values=fv)
+  flags.DEFINE_float("max_usd", None,
+                     "Hard cap on what this run pays (training included), checked before each call is sent; "
+                     "at the cap the run stops, saying what it spent, and resumes later without paying twice.",
+                     lower_bound=0.0, flag_values=fv)
   flags.DEFINE_integer("max_concurrency", DEFAULT_MAX_CONCURRENCY,
                        "Most requests in flight to the endpoint at once.", lower_bound=1, flag_values=fv)
   flags.DEFINE_float("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S,
                      "Seconds before one request is abandoned (and retried).", lower_bound=0.001,
                      flag_values=fv)
+  flags.DEFINE_integer("max_tokens", None,
+                       "Run-wide cap on completion tokens per call, for every method and training stage "
+                       "(a method asking for more is sent this many). Unset: each method's own budget.",
+                       lower_bound=1, flag_values=fv)
   flags.DEFINE_integer("max_retries", DEFAULT_MAX_RETRIES,
                        "Retries after the first attempt on 408/409/429/5xx, timeouts and dropped "
                        "connections.", lower_bound=0, flag_values=fv)
@@ -208,4 +244,4 @@ def endpoint_from_flags(flag_values: Any, *, sim_base_url: str | None = None, si
 def client_options_from_flags(flag_values: Any) -> dict[str, Any]:
   """Keyword arguments for `LLMClient` from the shared flags."""
   return {"max_concurrency": flag_values.max_concurrency, "timeout_s": flag_values.request_timeout_s,
-          "max_retries": flag_values.max_retries}
+          "max_retries": flag_values.max_retries, "max_tokens_cap": getattr(flag_values, "max_tokens", None)}

@@ -14,7 +14,7 @@ from hieramas_jax.llm.registry import UnknownModelError
 
 __all__ = [
     "LLMError", "MissingAPIKeyError", "EndpointConfigError", "RetriesExhaustedError",
-    "NonRetryableError", "EndpointUnreachableError", "CacheCorruptError", "CacheWriteError",
+    "NonRetryableError", "EndpointUnreachableError", "CacheCorruptError", "CacheWriteError", "BudgetExceededError",
     "UnknownModelError", "redact_secrets",
 ]
 
@@ -99,3 +99,21 @@ class CacheCorruptError(LLMError):
 
 class CacheWriteError(LLMError):
   """The response store could not commit answers (disk full, a lock held past the busy timeout...)."""
+
+
+class BudgetExceededError(LLMError):
+  """The next call could cross the run's spending cap (`--max_usd`); nothing more is sent.
+
+  Attributes:
+    spent_usd: what this run has paid so far (cached replays cost nothing).
+    max_usd: the cap.
+  """
+
+  def __init__(self, spent_usd: float, max_usd: float, model: str, worst_usd: float):
+    super().__init__(
+        f"spending cap reached: this run spent ${spent_usd:.4f} of --max_usd=${max_usd:.4f} "
+        f"(${max(0.0, max_usd - spent_usd):.4f} left); the next call ({model}, up to ${worst_usd:.4f} "
+        f"with calls in flight) could cross it, so nothing more was sent. Finished work is saved: rerun "
+        f"with a higher --max_usd to resume (answered calls are replayed from the cache, not paid again)")
+    self.spent_usd = spent_usd
+    self.max_usd = max_usd

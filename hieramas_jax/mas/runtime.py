@@ -84,7 +84,8 @@ async def call_llm(client: ChatClient, clock: Clock, *, node: int, role: str | N
                     completion_tokens=int(result.completion_tokens),
                     cost_usd=float(result.cost_usd), latency_s=float(result.latency_s),
                     cached=bool(result.cached), sample_index=sample_index, started_s=started,
-                    finished_s=clock.now())
+                    finished_s=clock.now(), finish_reason=str(getattr(result, "finish_reason", "")),
+                    reasoning_tokens=int(getattr(result, "reasoning_tokens", 0)))
 
 
 def proposer_draws(proposers: Sequence[str]) -> list[int]:

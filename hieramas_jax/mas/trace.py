@@ -29,6 +29,7 @@ class CallRecord:
     sample_index: the request's sample index (OpenAI `seed`).
     started_s / finished_s: seconds since the query started (monotonic clock); they prove the
       runtime's ordering and parallelism.
+    finish_reason / reasoning_tokens: from the client's CallResult ("length": cut by max_tokens).
   """
 
   node: int
@@ -44,6 +45,8 @@ class CallRecord:
   sample_index: int = 0
   started_s: float = 0.0
   finished_s: float = 0.0
+  finish_reason: str = ""
+  reasoning_tokens: int = 0
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -99,7 +102,19 @@ class Trace:
     return {"method": self.method, "n_calls": self.n_calls, "cost_usd": self.cost_usd,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_calls": sum(c.cached for c in self.calls), "wall_s": round(self.wall_s, 4),
-            "models": [c.model for c in self.calls], **self.extra}
+            "models": [c.model for c in self.calls],
+            "truncated_calls": sum(c.finish_reason in ("length", "context_overflow") for c in self.calls),
+            "usage_by_model": self.usage_by_model(), **self.extra}
+
+  def usage_by_model(self) -> dict[str, list[int]]:
+    """model -> [calls, prompt tokens, completion tokens]: what a dry run reprices at other prices."""
+    usage: dict[str, list[int]] = {}
+    for c in self.calls:
+      row = usage.setdefault(c.model, [0, 0, 0])
+      row[0] += 1
+      row[1] += c.prompt_tokens
+      row[2] += c.completion_tokens
+    return dict(sorted(usage.items()))
 
   def to_json(self) -> dict[str, Any]:
     return {"item_id": self.item_id, "method": self.method, "final_text": self.final_text,

@@ -58,8 +58,10 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
     g = groups.setdefault(f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}",
                           {"label": c["label"], "benchmark": c["benchmark"], "pool": c["pool"],
                            "setting": c["setting"], "seeds": [], "accuracy": [], "cost_usd": [],
-                           "training_cost_usd": []})
+                           "training_cost_usd": [], "calls": 0, "truncated_calls": 0})
     g["seeds"].append(c["seed"])
+    g["calls"] += int(c.get("n_calls", 0))
+    g["truncated_calls"] += int(c.get("truncated_calls", 0))
     g["accuracy"].append(c["accuracy"])
     g["cost_usd"].append(c["cost_usd"])
     if c.get("training"):
@@ -69,6 +71,8 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
     g["cost_usd_mean"], g["cost_usd_sd"] = mean_sd(g["cost_usd"])
     if g["training_cost_usd"]:
       g["training_cost_usd_mean"], g["training_cost_usd_sd"] = mean_sd(g["training_cost_usd"])
+    # Calls cut by max_tokens (or over the model's context): a real reasoning model at a small budget.
+    g["truncation_rate"] = g["truncated_calls"] / g["calls"] if g["calls"] else 0.0
   out["groups"] = groups
   return out
 
@@ -162,7 +166,8 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
             "**paper** = the published figure (`-`: not published, or not in the text available to us). "
             "Components as in the paper: M(ulti-agent), T(opology), R(oles and LLMs), N(ode configuration). "
             "† = a row the simulated pool was fitted on (it matches the paper by construction); every other row "
-            "is the simulator's prediction.", ""]
+            "is the simulator's prediction." if derived["provenance"].get("backend") == "sim" else
+            f"Every row was measured on `{derived['endpoint']}`.", ""]
   header = "| Method | Comp. | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
                                                 for b, p in columns) + " | Avg. |"
   lines += [header, "|---" * (len(columns) + 3) + "|"]
@@ -209,7 +214,8 @@ def table3_markdown(derived: Mapping[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def _cost_table(derived, title: str, intro: str, rows: Sequence[str], value: Callable, published: Mapping) -> str:
+def _cost_table(derived, title: str, intro: str, rows: Sequence[str], value: Callable, published: Mapping, *,
+                truncation: bool = False) -> str:
   columns = _columns(derived)
   setting = derived["spec"]["setting"]
   lines = _header(derived, title) + [intro, "",
@@ -222,7 +228,9 @@ def _cost_table(derived, title: str, intro: str, rows: Sequence[str], value: Cal
       g = _group(derived, r, b, p, setting)
       v = value(g) if g else None
       pub = published.get(r, {}).get(b) if p == "gpt-5-mini" and setting == "main" else None
-      out.append(("-" if v is None else f"${v:.4f}") + (f" · paper ${pub:.2f}" if pub is not None else ""))
+      trunc = g.get("truncation_rate", 0.0) if g and truncation else 0.0
+      out.append(("-" if v is None else f"${v:.4f}") + (f" · paper ${pub:.2f}" if pub is not None else "")
+                 + (f" · {100 * trunc:.1f}% cut" if trunc else ""))
     lines.append(f"| {paper.method_title(r)} | " + " | ".join(out) + " |")
   lines += _provenance(derived)
   return "\n".join(lines)
@@ -233,8 +241,9 @@ def table4_markdown(derived: Mapping[str, Any]) -> str:
   published = {**paper.TABLE4, "full_graph": paper.FULL_GRAPH_COST}
   return _cost_table(derived, "Table 4 (inference cost)",
                      "Cell: USD spent answering the whole test split (every call of every query, frozen price table; "
-                     "mean over seeds when several) · the paper's figure where published (GPT-5-Mini setting).",
-                     _rows(derived), lambda g: g["cost_usd_mean"], published)
+                     "mean over seeds when several) · the paper's figure where published (GPT-5-Mini setting) · "
+                     "where any, the share of calls cut by max_tokens or the model's context (`finish_reason`).",
+                     _rows(derived), lambda g: g["cost_usd_mean"], published, truncation=True)
 
 
 def table11_markdown(derived: Mapping[str, Any]) -> str:
