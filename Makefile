@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret frontier \
 	calibrate bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim \
-	sim-sensitivity
+	sim-sensitivity results
 
 # torch==2.13.0 comes first: it is a CPU build on local disk; without it sentence-transformers
 # would pull a multi-GB CUDA build.
@@ -137,6 +137,28 @@ sweep-proposers: install
 
 sim-server: install
 	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)
+
+# Every committed result, rerun in dependency order (after a change to the sim or to a method): the sim's
+# calibration, Table 1 (+ Tables 4, 11) and the HieraMAS cells' records, Table 3, the ablations behind
+# Tables 2/6/7 and the recipe comparison, the sweeps, the oracle regret, the frontier, the sim-profile
+# sensitivity, the paper pool's cost estimate, then the report. Each step resumes where it stopped.
+ABLATIONS := wo_graph wo_llm_selection total_cost
+results: install
+	$(MAKE) calibrate
+	$(MAKE) reproduce-table1
+	for b in humaneval_plus math mmlu_redux; do for p in gpt-5-mini qwen3-80b; do \
+	  $(PY) experiments/train_hieramas.py --benchmark=$$b --pool=$$p --progress=false || exit 1; done; done
+	$(MAKE) reproduce-table3
+	for a in $(ABLATIONS); do for b in math mmlu_redux; do \
+	  $(PY) experiments/train_hieramas.py --flagfile=experiments/ablations/$$a.flags --benchmark=$$b --pool=gpt-5-mini \
+	    --progress=false || exit 1; done; done
+	$(MAKE) sweep-k
+	$(MAKE) sweep-proposers
+	$(MAKE) regret
+	$(MAKE) frontier
+	$(MAKE) sim-sensitivity
+	$(MAKE) dry-run-paper
+	$(MAKE) report
 
 clean-cache:
 	rm -rf .cache
