@@ -402,6 +402,9 @@ def test_known_duplicate_options_are_flagged_not_hidden():
     ("<think>Let me see... so the answer is \\boxed{9}", None),
     ("it is 2, or 3? </think>\n\nFinal Answer: $3$", "3"),
     ("<thinking>\\boxed{1}</thinking><reasoning>\\boxed{2}</reasoning> The answer is 4.", "4"),
+    # Cut inside the math of its final statement: no answer (not the fragment "$\sqrt").
+    ("So, the final answer is $\\sqrt", None),
+    ("So, the solution is $x=2$.", "x=2"), ("The solution is to factor the polynomial first.", None),
 ])
 def test_math_extraction_on_real_prose(text, answer):
   assert extract_math_answer(text) == answer
@@ -426,3 +429,28 @@ def test_code_drafted_while_thinking_is_not_the_answer():
   assert extract_code(draft + "```python\ndef f(x):\n    return x\n```", "f") == "def f(x):\n    return x\n"
   assert extract_code("<think>\n```python\ndef f(x):\n    return 0\n```\nhmm", "f") is None
   assert graders.strip_reasoning("a<think>b</think>c") == "ac"
+
+
+def test_graders_agree_with_a_hand_graded_set_of_real_model_outputs():
+  # Real outputs (a small real model through a real OpenAI-compatible server), graded by a person: the
+  # answer each text commits to, or none. The graders must find an answer exactly where the person did,
+  # the same one (symbolically, for MATH), and so the same verdict.
+  import json
+  import pathlib
+  from hieramas_jax.benchmarks.splits import load_split
+  path = pathlib.Path(__file__).parent / "data" / "grader_real_outputs.jsonl"
+  rows = [json.loads(line) for line in path.read_text().splitlines()]
+  items = {it.id: it for b in ("math", "mmlu_redux") for it in load_split(b, "test", "main")}
+  assert len(rows) == 40 and sum(r["hand_answer"] is None for r in rows) >= 10
+  for r in rows:
+    item = items[r["item_id"]]
+    g = grade(item, r["text"])
+    if r["hand_answer"] is None:
+      assert g.extracted is None, (r["item_id"], g)
+      continue
+    assert g.extracted is not None, (r["item_id"], r["hand_answer"], r["text"][-200:])
+    if r["benchmark"] == "math":
+      assert graders.math_equivalent(r["hand_answer"], g.extracted)[0], (r["item_id"], r["hand_answer"], g)
+      assert g.correct == graders.math_equivalent(item.answer, r["hand_answer"])[0]
+    else:
+      assert g.extracted == r["hand_answer"] and g.correct == (r["hand_answer"] == item.answer)

@@ -321,7 +321,7 @@ _ANSWER_END = re.compile(r"\s*[,;]?\s+(?:since|because|as|which|so|where|given|i
                          r"|\.\s+(?=\S)|\.\s*$|[,;]\s*$|\s+I\s+hope\b|\*\*")
 _FINAL_CUE = re.compile(r"\bfinal\s+answer\b(?:\s+(?:to|for)\s+(?:this|the)\s+(?:problem|question))?"
                         r"\s*(?:is\b|[:=])?", re.IGNORECASE)
-_ANSWER_CUE = re.compile(r"\banswer\b(?:\s+(?:to|for)\s+(?:this|the)\s+(?:problem|question))?"
+_ANSWER_CUE = re.compile(r"\b(?:answer|solution)\b(?:\s+(?:to|for)\s+(?:this|the)\s+(?:problem|question|equation))?"
                          r"(?:\s*(?:is\b|[:=])|(?=[ \t]*(?:\$|\\\[|\\\()))", re.IGNORECASE)
 
 
@@ -387,8 +387,8 @@ def _answer_after(text: str, pos: int) -> str | None:
     in_math = dollar is not None and _math_span(text, i + dollar.start()) is not None
     if in_math:
       span = _math_span(text, i + dollar.start())
-    elif not _looks_mathematical(span):
-      return None
+    elif dollar is not None or not _looks_mathematical(span):
+      return None  # math that never closes (the output was cut mid-answer), or prose
   span = span.replace("**", "").strip()
   span = re.sub(r"[.\s]+$", "", span)
   if not span or re.match(r"(?:not|no|unknown|unclear|undefined)\b", span, re.IGNORECASE):
