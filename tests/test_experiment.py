@@ -288,3 +288,24 @@ def test_rewritten_results_do_not_make_the_tree_dirty_but_code_changes_do(tmp_pa
   assert provenance_lib.git_commit()["dirty"] is False
   (tmp_path / "code.py").write_text("x = 2\n")
   assert provenance_lib.git_commit()["dirty"] is True
+
+
+def test_a_process_names_the_commit_it_started_at_even_when_the_checkout_moves_on(tmp_path, monkeypatch):
+  from hieramas_jax.experiment import provenance as provenance_lib
+
+  def git(*args):
+    return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+  git("init", "-q")
+  (tmp_path / "code.py").write_text("x = 1\n")
+  git("add", ".")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+  first = git("rev-parse", "HEAD")
+  monkeypatch.setattr(provenance_lib, "REPO_DIR", tmp_path)
+  monkeypatch.setattr(provenance_lib, "_PROCESS_COMMIT", None)  # a process starting here
+  assert provenance_lib.process_commit()["commit"] == first
+  (tmp_path / "code.py").write_text("x = 2\n")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")  # the checkout moves on mid-run
+  assert provenance_lib.git_commit()["commit"] != first
+  assert provenance_lib.process_commit()["commit"] == first
+  assert provenance_lib.provenance(seed=0)["git"]["commit"] == first

@@ -131,8 +131,8 @@ def dry_run_report(spec: TableSpec, flag_values: Any, *, results_dir: str | path
     prices = {m: (s.price_in, s.price_out) for m, s in MODELS.items()}
     label = f"--backend={flag_values.backend} at the suite's frozen prices"
   estimates, reference = estimate(spec, prices, results_dir=results_dir)
-  from hieramas_jax.experiment.provenance import command_line, git_commit  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.provenance import command_line, process_commit  # pylint: disable=import-outside-toplevel
   ref_git = (reference.get("provenance") or {}).get("git", {})
-  head = (f"# made by: {command_line()}\n# at commit {git_commit()['commit']}; reference run at commit "
+  head = (f"# made by: {command_line()}\n# at commit {process_commit()['commit']}; reference run at commit "
           f"{ref_git.get('commit')}; prices: {label}\n")
   return head + render(estimates, reference, label)

@@ -41,6 +41,22 @@ def git_commit() -> dict[str, Any]:
   return {"commit": head.stdout.strip(), "dirty": dirty}
 
 
+_PROCESS_COMMIT: dict[str, Any] | None = None
+
+
+def process_commit() -> dict[str, Any]:
+  """`git_commit()` as it was when this process started (read once, at the import of this module).
+
+  Why: the code a process runs is what was on disk when it imported it. A long run (a Table 1 takes
+  tens of minutes) must name that commit for every cell it computes, even if the checkout moves on
+  while it runs; reading HEAD again when a cell finishes would name code that did not compute it.
+  """
+  global _PROCESS_COMMIT  # pylint: disable=global-statement
+  if _PROCESS_COMMIT is None:
+    _PROCESS_COMMIT = git_commit()
+  return dict(_PROCESS_COMMIT)
+
+
 def redact(flags: Mapping[str, Any]) -> dict[str, Any]:
   """Flags with anything that looks like a secret replaced, so no key reaches a result or a W&B config.
 
@@ -100,7 +116,7 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
     command: the command that made the result (defaults to this process's argv).
   """
   prov = {
-      "git": git_commit(),
+      "git": process_commit(),
       "command": command or command_line(),
       "flags": {k: repo_relative(v) for k, v in redact(dict(flags or {})).items()},
       "seed": seed,
@@ -137,3 +153,6 @@ def update_json_key(path: str | os.PathLike, key: str, value: Any) -> None:
   data = json.loads(path.read_text()) if path.exists() else {}
   data[key] = value
   atomic_write_json(path, data)
+
+
+process_commit()  # at import: the commit of the code this process loaded

@@ -46,7 +46,7 @@ from hieramas_jax.benchmarks import splits as splits_lib
 from hieramas_jax.benchmarks.data import Item, check_benchmark
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
-from hieramas_jax.experiment.provenance import atomic_write_json, git_commit, provenance
+from hieramas_jax.experiment.provenance import atomic_write_json, process_commit, provenance
 from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
                                             repo_relative, safe_name)
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
@@ -471,7 +471,7 @@ def _computed_by(run_dir: pathlib.Path, *, computed_now: bool) -> list[dict[str,
   entries = read_json(path, fix) if path.exists() else []
   if not isinstance(entries, list) or not all(isinstance(e, dict) and "commit" in e for e in entries):
     raise StateError(f"{path}: expected a list of {{commit, dirty}} records; {fix}")
-  here = git_commit()
+  here = process_commit()
   if computed_now and here not in entries:
     entries.append(here)
     atomic_write_json(path, entries)
