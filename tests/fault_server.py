@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 
 import numpy as np
 from aiohttp import web
@@ -110,3 +111,18 @@ class FaultServer:
       return web.Response(body=b'{"choices": [{"message": {"content": "trunc', status=200,
                           content_type="application/json")
     raise ValueError(f"unknown fault action {action!r}")
+
+
+@contextlib.asynccontextmanager
+async def serve_chat(handler):
+  """A one-route server (POST /v1/chat/completions -> `handler`) on 127.0.0.1:0; yields its base URL."""
+  app = web.Application()
+  app.router.add_post("/v1/chat/completions", handler)
+  runner = web.AppRunner(app, access_log=None)
+  await runner.setup()
+  site = web.TCPSite(runner, "127.0.0.1", 0)
+  await site.start()
+  try:
+    yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+  finally:
+    await runner.cleanup()

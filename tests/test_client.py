@@ -17,7 +17,7 @@ from hieramas_jax.llm.endpoint import Endpoint, MissingAPIKeyError, make_endpoin
 from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, NonRetryableError,
                                      RetriesExhaustedError, UnknownModelError)
 from hieramas_jax.llm.registry import MODELS, get_model
-from fault_server import FaultServer, answer_for
+from fault_server import FaultServer, answer_for, serve_chat
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
 
@@ -345,23 +345,14 @@ def test_finish_reason_and_reasoning_tokens_are_recorded_and_replayed(tmp_path):
                   "completion_tokens_details": {"reasoning_tokens": body["max_tokens"] - (0 if cut else 1)}}})
 
   async def main():
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
     out = []
-    try:
+    async with serve_chat(handler) as url:
       with ResponseCache(tmp_path) as cache:
         for _ in range(2):
           async with fast_client(make_endpoint("custom", base_url=url, environ={}), cache=cache) as client:
             for cap in (4, 50):
               r = await client.chat("qwen3-8b", messages(0), temperature=0.0, max_tokens=cap)
               out.append((r.cached, r.text, r.finish_reason, r.reasoning_tokens, r.truncated))
-    finally:
-      await runner.cleanup()
     return out
 
   assert asyncio.run(main()) == [(False, "", "length", 4, True), (False, "42", "stop", 49, False),
@@ -422,18 +413,9 @@ def test_a_prompt_longer_than_the_context_is_an_empty_answer_not_a_dead_cell(mes
     return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=400)
 
   async def main():
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-    try:
+    async with serve_chat(handler) as url:
       async with fast_client(make_endpoint("custom", base_url=url, environ={})) as client:
         return await client.chat("qwen3-8b", messages(0), temperature=0.0, max_tokens=8)
-    finally:
-      await runner.cleanup()
 
   r = asyncio.run(main())
   assert r.text == "" and r.finish_reason == "context_overflow" and r.truncated and r.cost_usd == 0.0
