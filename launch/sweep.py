@@ -128,7 +128,25 @@ def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:
       recorded["tag"] = recorded["tag"].format(**recorded)
     except (KeyError, ValueError, IndexError):
       pass
-  return all(k in recorded and _same(recorded[k], v) for k, v in wanted.items())
+  return all(k in recorded and _same(recorded[k], v) for k, v in wanted.items()) and _made_by_this_sim(path, recorded)
+
+
+def _made_by_this_sim(path: pathlib.Path, recorded: dict) -> bool:
+  """Whether a point's results on the embedded sim come from the simulated pool as it is now.
+
+  Why: a results file written by an older sim (another fingerprint) or another profile records the
+  same flags; counting it finished would put an older simulator's figure into a new sweep table. The
+  run directory it names carries the sim's endpoint name (seed, profile, fingerprint of its code and
+  data); a real endpoint's results are taken as they are.
+  """
+  from hieramas_jax.experiment.backend import sim_endpoint_name  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.rundir import safe_name  # pylint: disable=import-outside-toplevel
+  data = json.loads(path.read_text())
+  if (data.get("provenance") or {}).get("backend") != "sim" or recorded.get("base_url"):
+    return True
+  seed = int(recorded.get("seed") or 0)
+  current = safe_name(sim_endpoint_name(seed, recorded.get("sim_profile") or "fitted"))
+  return current in pathlib.PurePosixPath(str(data.get("run_dir", ""))).parts
 
 
 def wandb_sweep_config(spec: dict) -> dict:

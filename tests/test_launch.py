@@ -83,9 +83,18 @@ tag = args["tag"].format(**args)
 out = pathlib.Path(args["out"]) / f"r_{tag}.json"
 out.write_text(json.dumps({"accuracy": 50.0 + int(args["k"]), "n": 4, "cost_usd": 0.4, "mean_cost_usd": 0.1,
                            "mean_system_reward": 0.5, "mean_active_roles": 1.0,
+                           "run_dir": os.environ["FAKE_RUN_DIR"],
                            "provenance": {"flags": {**args, "k": int(args["k"])}, "backend": "sim",
                                           "command": "fake"}}))
 """
+
+
+@pytest.fixture(autouse=True)
+def _fake_run_dir(monkeypatch):
+  # The fake program's results name a run directory under the current sim's endpoint, as real ones do.
+  from hieramas_jax.experiment.backend import sim_endpoint_name
+  from hieramas_jax.experiment.rundir import safe_name
+  monkeypatch.setenv("FAKE_RUN_DIR", f"runs/table1/{safe_name(sim_endpoint_name(0))}/main/seed0/x")
 
 
 def _fake_sweep(tmp_path, **flags) -> dict:
@@ -121,6 +130,12 @@ def test_local_runner_skips_finished_points_and_resumes_a_killed_sweep(tmp_path,
   assert {o["point"]["k"]: o["status"] for o in outcomes} == {1: "skipped", 2: "done", 3: "done"}
   assert _calls(tmp_path) == [2, 3]
   assert sweep.run_grid(spec, parallel=2, poll_s=0.05) == [{"point": {"k": k}, "status": "skipped"} for k in (1, 2, 3)]
+  # A point made by an older simulated pool (another fingerprint in its run directory) is not finished.
+  r1 = tmp_path / "out" / "r_k1.json"
+  rec = json.loads(r1.read_text())
+  rec["run_dir"] = "runs/table1/sim-seed0-8de37b2e697a/main/seed0/x"
+  r1.write_text(json.dumps(rec))
+  assert not sweep.is_finished(spec, {"k": 1}) and sweep.is_finished(spec, {"k": 2})
 
 
 def test_local_runner_writes_the_sweep_table_and_plot(tmp_path):
