@@ -83,7 +83,9 @@ def _table1_methods() -> tuple[str, ...]:
 
 def _tiny_options(methods) -> list[str]:
   from test_runner import TINY  # the tiny budgets the sim tests use: every method trains a few steps
-  return [f"--method_option={m}.{k}={json.dumps(v)}" for m, opts in TINY.items() if m in methods
+  # The total-cost variant is HieraMAS with another recipe: the same tiny budget (its own is 100 steps).
+  tiny = {**TINY, "hieramas_total_cost": TINY["hieramas"]}
+  return [f"--method_option={m}.{k}={json.dumps(v)}" for m, opts in tiny.items() if m in methods
           for k, v in opts.items()]
 
 
