@@ -31,7 +31,7 @@ def _row(tag: str, title: str, flagfile: str | None):
 
 TABLES = {
     "table2": {"title": "Table 2 (ablation of HieraMAS's components)",
-               "rows": [_row("", "HieraMAS", None), _row("wo_graph", "w/o Graph (3 random pool graphs, vote)",
+               "rows": [_row("", "HieraMAS", None), _row("wo_graph", "w/o Graph (one random graph, one run)",
                                                          "wo_graph"),
                         _row("wo_llm_selection", "w/o LLM Selection (strong model everywhere)", "wo_llm_selection")]},
     "table6": {"title": "Table 6 (proposers per supernode W)",
