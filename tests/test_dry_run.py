@@ -64,7 +64,7 @@ def test_a_dry_run_reproduces_the_spend_of_the_run_it_estimates_and_scales_withi
   real_total = sum(c["cost_usd"] for c in table20["cells"].values())
   assert abs(est_total - real_total) <= 0.10 * real_total, (est_total, real_total)
   text = render(scaled, reference, "test")
-  assert "ESTIMATE" in text and "TOTAL" in text and "simulated pool" in text
+  assert "ESTIMATE" in text and "TOTAL" in text and "simulated pool (profile fitted)" in text
 
 
 def test_a_cell_without_a_simulated_reference_is_named_not_guessed(tmp_path):

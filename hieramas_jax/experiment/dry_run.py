@@ -85,11 +85,9 @@ def estimate(spec: TableSpec, prices: Mapping[str, tuple[float, float]], *,
 
 def render(estimates: list[CellEstimate], reference: Mapping[str, Any], endpoint_label: str) -> str:
   """The dry run's report: a table per cell and the totals, stating what the estimate rests on."""
-  prov = reference.get("provenance", {})
-  profile = (prov.get("sim_profile") or (prov.get("sim") or {}).get("profile")) if isinstance(prov, dict) else None
-  profile = profile or "not recorded"
+  from hieramas_jax.experiment.provenance import sim_title  # pylint: disable=import-outside-toplevel
   lines = [f"DRY RUN (nothing sent, nothing written): an ESTIMATE for {endpoint_label}, from the suite's run of "
-           f"the same cells on the simulated pool ({reference['file']}, sim profile: {profile}), scaled to the "
+           f"the same cells on the {sim_title(reference)} ({reference['file']}), scaled to the "
            "requested query counts and priced at the chosen endpoints' prices.",
            f"{'cell':58s} {'inf calls':>9s} {'inf tokens':>11s} {'inf $':>9s} {'train calls':>11s} "
            f"{'train tokens':>12s} {'train $':>9s}"]
