@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES, method_title
 from hieramas_jax.report.stats import bootstrap_ci
 from hieramas_jax.report.table1 import _seed_of, correct_vector, provenance_lines
@@ -109,9 +110,9 @@ def _pt(p: Mapping[str, Any]) -> str:
 def frontier_markdown(record: Mapping[str, Any]) -> str:
   prov = record["provenance"]
   sim = prov.get("backend") == "sim"
-  lines = ["# HieraMAS cost-accuracy frontier" + (" - simulated pool" if sim else ""), ""]
+  lines = ["# HieraMAS cost-accuracy frontier" + (f" - {sim_title(prov)}" if sim else f" - {prov.get('backend')}"), ""]
   if sim:
-    lines += ["**Simulated pool (hieramas_jax.sim): not real LLM results.**", ""]
+    lines += [f"**{sim_title(prov)} (hieramas_jax.sim): not real LLM results.**", ""]
   lines += [record["what"] + ".", "", "Cell: accuracy % [95% CI] · USD per test query. **Bold**: on its side's "
             "Pareto front.", ""]
   for s in record["settings"].values():
@@ -172,6 +173,9 @@ def frontier_figure(record: Mapping[str, Any]):
     ax.set(xlabel="USD per test query", ylabel="accuracy %",
            title=f"{BENCHMARK_TITLES.get(s['benchmark'])} {POOL_TITLES.get(s['pool'])}: {s['position']}")
     ax.legend(fontsize=6)
+  prov = record.get("provenance") or {}
+  if prov.get("backend") == "sim":  # every figure made on the sim says so, with its profile
+    fig.suptitle(f"{sim_title(prov)}: not real LLM results", fontsize=9)
   fig.tight_layout()
   return fig
 
