@@ -3,7 +3,8 @@
 Each published row is mapped onto a synthetic population (`sim.mechanism`) whose members have the
 row's published solo accuracies, and its *relative* effect (aggregate minus best member, aggregate
 minus the aggregator alone, vote gain) is what is matched, never an absolute figure of other models.
-The rows and their locators are those of COLLABORATION.md; a row says what it is used for:
+Each row's locator names its published source (paper and table; docs/simulator.md lists them);
+a row says what it is used for:
 
 - "fit": families 1-2 (Mixture-of-Agents T8, Self-MoA T3/T7), the aggregation parameters are
   chosen on these;
@@ -47,7 +48,7 @@ class Row:
   """One published effect.
 
   Attributes:
-    name: short id. use: "fit", "holdout", "check" or "validation". locator: COLLABORATION.md row.
+    name: short id. use: "fit", "holdout", "check" or "validation". locator: the published paper and table.
     kind: "synthesis" (one reader over the members' answers), "vote" (plurality of the members),
       "usc" (a reader over samples of itself vs their vote), "debate" (agents x rounds, final
       vote), "debate_vs_sc" (debate vs a vote of as many samples), "revision" (a reader shown

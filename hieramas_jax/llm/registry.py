@@ -10,7 +10,7 @@ import dataclasses
 from typing import Mapping
 
 PRICE_TABLE_DATE = "2026-11-30"
-PRICE_TABLE_SOURCE = "shared/CALIBRATION.md price table (per-model sources below), frozen 2026-11-30"
+PRICE_TABLE_SOURCE = "docs/calibration-sources.md price table (per-model sources below), frozen 2026-11-30"
 
 SKIP = "skip"  # the policy's extra choice; never a model
 

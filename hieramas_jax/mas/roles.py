@@ -1,6 +1,6 @@
 """Role sets, role descriptions and the prompts every agent of the suite sends.
 
-The role sets are the reference code's (shared/REFERENCE.md "Roles"). Descriptions: the paper's
+The role sets are the reference code's (tianyao-aka/HieraMAS; docs/reference-differences.md). Descriptions: the paper's
 Table 13 text where we have it (the three MATH roles and Project Manager); for the other roles our
 own text in the style of the GDesigner / AgentPrune prompt sets, which the reference code uses.
 "Knowlegable Expert" keeps the reference spelling on purpose: the name is embedded by the policy and

@@ -4,7 +4,7 @@ A supernode calls its W proposers concurrently, then its synthesizer with the Mi
 synthesis prompt over their proposals. A node starts the moment all its predecessors have finished
 (one asyncio task per node awaiting its predecessors' tasks), so independent nodes run concurrently
 and a query's wall time is about depth x (proposer + synthesizer latency), not the node count. The
-reference code runs roles one after another (REFERENCE.md defect 6).
+reference code runs roles one after another (docs/reference-differences.md).
 
 The runtime never limits concurrency itself: the client's per-endpoint semaphore and the experiment's
 global query bound do.

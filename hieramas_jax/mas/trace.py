@@ -1,7 +1,7 @@
 """What one query cost and said: every LLM call's record, every node's output, the final text.
 
 Costs and tokens are sums over this trace's own calls, never deltas of a global counter: the
-reference code's global counter leaks cost between concurrent queries (REFERENCE.md defect 1).
+reference code's global counter leaks cost between concurrent queries (docs/reference-differences.md).
 """
 
 from __future__ import annotations

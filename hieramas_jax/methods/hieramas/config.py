@@ -1,7 +1,7 @@
 """Every HieraMAS hyperparameter in one frozen record (a run is defined by it; nothing hides in code).
 
 Defaults are HieraMAS as published: the paper's text where it states a choice, and where it is silent
-the public reference code (tianyao-aka/HieraMAS; shared/REFERENCE.md, docs/reference-differences.md):
+the public reference code (tianyao-aka/HieraMAS; docs/reference-differences.md):
 its reward (system reward on the decision node's cost), credit (the role reward credits every choice
 of the role), no skip prior, no baseline, hard Gumbel sampling, its per-benchmark budgets, learning
 rates, validation cadence, densities, K, classifier settings and its inference rule (top-N rotation,

@@ -8,8 +8,8 @@ rewards need (paper Sec. 3.3):
   node included) and the decision node's own cost (the reference's system-reward cost);
 - node level: each active supernode's own output (its synthesizer's text, or its solo agent's) graded
   by the same grader, and that node's own cost: the sum of `cost_usd` over the trace's call records
-  whose `node` is that supernode. Costs never come from a global counter (REFERENCE.md defect 1), so
-  concurrent rollouts cannot leak cost into each other.
+  whose `node` is that supernode. Costs never come from a global counter (the reference code's defect,
+  docs/reference-differences.md), so concurrent rollouts cannot leak cost into each other.
 
 Roles are indexed in the benchmark's role order (R of them); a skipped synthesizer removes its role
 from the MASConfig (`policy.choices_to_config`), so its node cost is 0 and it is not graded.
