@@ -24,7 +24,7 @@ from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient, PoolClient, SpendCap
 from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
 from hieramas_jax.llm.errors import EndpointConfigError, EndpointUnreachableError
-from hieramas_jax.llm.pool import Pool, load_pool_file
+from hieramas_jax.llm.pool import Pool, build_pool, read_pool_file
 from hieramas_jax.llm.preflight import PreflightReport, preflight
 from hieramas_jax.llm.registry import POOLS
 from hieramas_jax.paths import DATA_DIR, PACKAGE_DIR, cache_dir
@@ -171,9 +171,10 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
   try:
     profile = getattr(flag_values, "sim_profile", "fitted")
     sim_name = sim_endpoint_name(seed, profile)
-    pool = load_pool_file(pool_file, sim_base_url="http://127.0.0.1:1/v1") if pool_file else None
-    wants_sim = (pool is not None and any(m.backend == "sim" and not m.base_url for m in pool.models.values())) \
-        or (pool is None and flag_values.backend == "sim" and not flag_values.base_url)
+    models = read_pool_file(pool_file) if pool_file else None
+    wants_sim = (models is not None and any(m.backend == "sim" and not m.base_url for m in models.values())) \
+        or (models is None and flag_values.backend == "sim" and not flag_values.base_url)
+    pool = None
     base_url = None
     if wants_sim:
       from hieramas_jax.sim import server  # pylint: disable=import-outside-toplevel
@@ -183,8 +184,8 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     elif flag_values.base_url:
       # An external sim's seed is unknown here: name it by its URL so caches never mix.
       sim_name = f"sim:{flag_values.base_url}"
-    if pool is not None:
-      pool = load_pool_file(pool_file, sim_base_url=base_url, sim_name=sim_name)
+    if models is not None:
+      pool = build_pool(models, str(pool_file), sim_base_url=base_url, sim_name=sim_name)
       endpoints = pool.endpoints
       endpoint = _pool_identity(pool)
     else:

@@ -119,10 +119,7 @@ def dry_run_report(spec: TableSpec, flag_values: Any, *, results_dir: str | path
   from hieramas_jax.llm import pool as pool_lib  # pylint: disable=import-outside-toplevel
   pool_file = getattr(flag_values, "pool_file", None)
   if pool_file:
-    path = pathlib.Path(pool_file)
-    if not path.is_file():
-      raise pool_lib.PoolFileError(f"{path}: no such pool file")
-    models = pool_lib.parse_pool(pool_lib.read_pool_data(path), str(path))
+    models = pool_lib.read_pool_file(pool_file)
     prices = {m.name: (m.price_in, m.price_out) for m in models.values()}
     label = f"pool file {pool_file}"
   else:

@@ -522,10 +522,6 @@ class PoolClient:
                                     f"{self._by_model[model].endpoint.name} and {client.endpoint.name}")
         self._by_model[model] = client
 
-  @property
-  def endpoints(self) -> tuple[Endpoint, ...]:
-    return tuple(c.endpoint for c in self.clients)
-
   def client_for(self, model: str) -> LLMClient:
     """The endpoint client serving `model`; `UnknownModelError` when none does."""
     try:

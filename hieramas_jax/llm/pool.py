@@ -206,11 +206,16 @@ def build_pool(models: Mapping[str, PoolModel], source: str, *, environ: Mapping
   return Pool(name=name, models=dict(models), endpoints=tuple(endpoints), source=source)
 
 
-def load_pool_file(path: str | os.PathLike, *, environ: Mapping[str, str] | None = None,
-                   sim_base_url: str | None = None, sim_name: str = "sim") -> Pool:
-  """Read, validate and build a pool file (see the module docstring)."""
+def read_pool_file(path: str | os.PathLike) -> dict[str, PoolModel]:
+  """A pool file's models, read and validated (no key is read: a dry run needs none)."""
   path = pathlib.Path(path)
   if not path.is_file():
     raise PoolFileError(f"{path}: no such pool file")
-  return build_pool(parse_pool(read_pool_data(path), str(path)), str(path), environ=environ,
-                    sim_base_url=sim_base_url, sim_name=sim_name)
+  return parse_pool(read_pool_data(path), str(path))
+
+
+def load_pool_file(path: str | os.PathLike, *, environ: Mapping[str, str] | None = None,
+                   sim_base_url: str | None = None, sim_name: str = "sim") -> Pool:
+  """Read, validate and build a pool file (see the module docstring)."""
+  return build_pool(read_pool_file(path), str(path), environ=environ, sim_base_url=sim_base_url,
+                    sim_name=sim_name)
