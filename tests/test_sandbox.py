@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from hieramas_jax.benchmarks import graders, sandbox
+from hieramas_jax.benchmarks import cgroups, graders, sandbox
 from hieramas_jax.benchmarks.data import BENCHMARK_DATA_DIR, items_by_id, load_items
 from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
@@ -557,6 +557,8 @@ def test_sandboxed_programs_die_with_the_grader(task0, tmp_path):
     assert not _named(marker)
   finally:
     grader.kill()
+    grader.wait()
+    cgroups.sweep(cgroups.support().parents)  # the killed grader's empty group, if it had one
 
 
 def test_no_isolation_refuses_unless_fallback_is_asked_for(monkeypatch, caplog, task0):

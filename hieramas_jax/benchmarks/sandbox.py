@@ -19,7 +19,9 @@ Two guarantees, kept apart on purpose:
   process the program started. In every mode the child loads a seccomp filter (one process, a
   read-only file system, no ptrace, no network socket, signals to itself only: `seccomp_program`), so
   its rlimits (CPU, address space, open files) bound the whole grading, and the parent enforces each
-  input's time limit too (`_converse`). Where bubblewrap cannot run, grading refuses (`SandboxError`
+  input's time limit too (`_converse`). Where a cgroup can be had, each child starts in a fresh
+  pids + memory cgroup that bounds the whole sandbox and is removed afterwards (`cgroups.py`).
+  Where bubblewrap cannot run, grading refuses (`SandboxError`
   naming the cause and the fix) unless `HIERAMAS_SANDBOX=fallback` asks for the fallback (a fresh
   process group in a temporary working directory, killed after every run); the mode is in every
   result's provenance (`experiment/provenance.py`).
@@ -55,6 +57,7 @@ import threading
 import weakref
 
 from hieramas_jax.benchmarks import _sandbox_child as child
+from hieramas_jax.benchmarks import cgroups
 from hieramas_jax.benchmarks.data import Item, data_sha256
 from hieramas_jax.benchmarks.graders import Grade, extract_code
 from hieramas_jax.fileio import atomic_write_bytes
@@ -141,6 +144,8 @@ class SandboxLimits:
       output travels as a digest, floats excepted).
     load_s: time limit for running the program's top level (imports, definitions).
     check_s: time limit of the dataset's `check()` (canonical solution only).
+    pids_max: tasks (processes and threads) of the whole sandbox, where a cgroup can be had
+      (`cgroups.py`; its memory bound is `memory_bytes` for the whole sandbox).
   """
 
   wall_s: float = 60.0
@@ -151,6 +156,7 @@ class SandboxLimits:
   output_cap_bytes: int = 1 << 20
   load_s: float = 5.0
   check_s: float = 120.0
+  pids_max: int = 64
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -180,7 +186,8 @@ class Isolation:
 
   def provenance(self) -> dict[str, str | int | None]:
     return {"mode": self.mode, "detail": self.detail,
-            "host_uid": os.geteuid() if self.host_uid is None else self.host_uid}
+            "host_uid": os.geteuid() if self.host_uid is None else self.host_uid,
+            "limits": _limits_detail()}
 
   def spawn_kwargs(self) -> dict:
     if self.host_uid is None:
@@ -352,13 +359,21 @@ def _decide_isolation() -> Isolation:
 isolation.cache_clear = _decide_isolation.cache_clear  # type: ignore[attr-defined]
 
 
+def _limits_detail() -> str:
+  """How a whole grading is bounded: a cgroup per grading, or the seccomp filter and rlimits alone."""
+  sup = cgroups.support()
+  if sup.version is None:
+    return f"seccomp and rlimits per process ({sup.detail})"
+  return f"seccomp, rlimits, and a pids + memory cgroup per grading: {sup.detail}"
+
+
 def sandbox_provenance() -> dict[str, str | int | None]:
   """The isolation mode for a result's provenance ("unavailable" where grading would refuse:
   results without HumanEval+ are still written, and say so)."""
   try:
     return isolation().provenance()
   except SandboxError as e:
-    return {"mode": "unavailable", "detail": str(e), "host_uid": os.geteuid()}
+    return {"mode": "unavailable", "detail": str(e), "host_uid": os.geteuid(), "limits": _limits_detail()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,7 +637,14 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
       workdir = tempfile.mkdtemp(prefix="hieramas-sandbox-")
       argv = [sys.executable, "-I", "-c", CHILD_SOURCE]
       cwd, env = workdir, dict(_child_env(workdir), PATH=os.environ.get("PATH", "/usr/bin:/bin"))
+    group = None
     try:
+      try:
+        group = cgroups.create(int(limits.pids_max), int(limits.memory_bytes), iso.host_uid)
+      except OSError as e:
+        raise SandboxError(f"cannot make the grading's cgroup: {e}") from e
+      if group is not None:  # the child starts inside it (see cgroups.JOIN); exit 125 if it cannot join
+        argv = group.prefix(argv)
       try:
         proc = await _spawn(argv, cwd=cwd, env=env, limit=max(int(limits.output_cap_bytes), 1 << 16),
                             spawn_kwargs=iso.spawn_kwargs())
@@ -645,6 +667,8 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
         proc.close()  # our ends of the pipes, even if an escaped process holds theirs
       return RunOutcome(proc.returncode, timed_out, stop.reason if stop else None)
     finally:
+      if group is not None:  # kills whatever is left inside, then removes the group
+        await loop.run_in_executor(None, group.remove)
       if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
 
