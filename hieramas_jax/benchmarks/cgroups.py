@@ -49,7 +49,8 @@ class Support:
   Attributes:
     version: "v2", "v1", or None (none can be had).
     parents: the directories new groups are made in (one per v1 controller; one for v2).
-    detail: how, or why not.
+    detail: how, or why not (no path: it goes into results' provenance, which must not depend on
+      which session computed them).
   """
 
   version: str | None
@@ -74,19 +75,20 @@ def _own_path(controller: str | None) -> str | None:
   return None
 
 
-def _try_dir(parent: pathlib.Path, files: dict[str, str]) -> str | None:
-  """Make, configure and remove a probe group below `parent`; None if it works, else why not."""
+def _try_dir(parent: pathlib.Path, files: dict[str, str], label: str) -> str | None:
+  """Make, configure and remove a probe group below `parent`; None if it works, else why not
+  (naming `label`, not the path: this process's own group differs from session to session)."""
   probe = parent / f"{PREFIX}probe-{os.getpid()}"
   try:
     probe.mkdir()
   except OSError as e:
-    return f"cannot make a group in {parent}: {e.strerror}"
+    return f"cannot make a {label} group: {e.strerror}"
   try:
     for name, value in files.items():
       (probe / name).write_text(value)
     return None
   except OSError as e:
-    return f"cannot set {name} in {parent}: {e.strerror}"
+    return f"cannot set {name} in a {label} group: {e.strerror}"
   finally:
     try:
       probe.rmdir()
@@ -108,9 +110,9 @@ def _probe_v2() -> Support | str:
     try:  # v2: controllers must be enabled for the children of `parent`
       (parent / "cgroup.subtree_control").write_text("+pids +memory")
     except OSError as e:
-      return f"cannot enable pids and memory in {parent}: {e.strerror}"
-    why = _try_dir(parent, {"pids.max": "64", "memory.max": str(1 << 30)})
-    return why or Support("v2", (parent,), f"cgroup v2 below {parent}")
+      return f"cannot enable pids and memory for the groups below this process's cgroup v2: {e.strerror}"
+    why = _try_dir(parent, {"pids.max": "64", "memory.max": str(1 << 30)}, "cgroup v2")
+    return why or Support("v2", (parent,), "cgroup v2 (pids, memory)")
   return "no cgroup v2 hierarchy"
 
 
@@ -123,11 +125,11 @@ def _probe_v1() -> Support | str:
       return f"no cgroup v1 {controller} controller mounted at {mount}"
     own = _own_path(controller)
     parent = mount / (own or "/").lstrip("/")
-    why = _try_dir(parent, files)
+    why = _try_dir(parent, files, f"cgroup v1 {controller}")
     if why:
       return why
     parents.append(parent)
-  return Support("v1", tuple(parents), "cgroup v1 (pids, memory) below " + ", ".join(map(str, parents)))
+  return Support("v1", tuple(parents), "cgroup v1 (pids, memory)")
 
 
 _support: Support | None = None
