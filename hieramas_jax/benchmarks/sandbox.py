@@ -134,7 +134,8 @@ class SandboxLimits:
   """Resource limits of one sandboxed run.
 
   Attributes:
-    wall_s: wall-clock limit for the whole child; past it the process group is killed.
+    wall_s: budget of the whole child, in CPU seconds of its process tree (and at most
+      `_WALL_FACTOR` x that in wall time); past it the process group is killed.
     cpu_s: RLIMIT_CPU of the child (SIGXCPU, then SIGKILL one second later).
     memory_bytes: RLIMIT_AS (and RLIMIT_DATA): a 50 GB allocation fails at once with
       MemoryError instead of swapping the machine.
@@ -142,8 +143,8 @@ class SandboxLimits:
     tmp_bytes: size of the private tmpfs at /tmp (bubblewrap mode): all files together.
     output_cap_bytes: longest report line the parent accepts (the line is one output; a larger
       output travels as a digest, floats excepted).
-    load_s: time limit for running the program's top level (imports, definitions).
-    check_s: time limit of the dataset's `check()` (canonical solution only).
+    load_s: CPU time limit for running the program's top level (imports, definitions).
+    check_s: CPU time limit of the dataset's `check()` (canonical solution only).
     pids_max: tasks (processes and threads) of the whole sandbox, where a cgroup can be had
       (`cgroups.py`; its memory bound is `memory_bytes` for the whole sandbox).
   """
