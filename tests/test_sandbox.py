@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from hieramas_jax.benchmarks import graders, sandbox
+from hieramas_jax.benchmarks import cgroups, graders, sandbox
 from hieramas_jax.benchmarks.data import BENCHMARK_DATA_DIR, items_by_id, load_items
 from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
@@ -139,8 +139,8 @@ def test_float_outputs_compared_with_atol():
 HOSTILE = {
     "infinite loop in the function": FUNC + "    while True:\n        pass\n",
     "infinite loop at load": "while True:\n    pass\n",
-    "infinite loop ignoring SIGALRM (wall kill)":
-        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    "infinite loop ignoring SIGPROF (parent kill)":
+        "import signal\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\nwhile True:\n    pass\n",
     "fork bomb": "import os\nwhile True:\n    os.fork()\n",
     "fork bomb via multiprocessing":
         "import multiprocessing\nwhile True:\n    multiprocessing.Process(target=print).start()\n",
@@ -227,7 +227,7 @@ HOSTILE = {
 WHY = {
     "infinite loop in the function": "time limit",
     "infinite loop at load": "time limit",
-    "infinite loop ignoring SIGALRM (wall kill)": "killed by the grader",
+    "infinite loop ignoring SIGPROF (parent kill)": "killed by the grader",
     "fork bomb": "os.fork is disabled",
     "fork bomb via multiprocessing": "",
     "fork bomb via subprocess": "subprocess.Popen is disabled",
@@ -557,6 +557,8 @@ def test_sandboxed_programs_die_with_the_grader(task0, tmp_path):
     assert not _named(marker)
   finally:
     grader.kill()
+    grader.wait()
+    cgroups.sweep(cgroups.support().parents)  # the killed grader's empty group, if it had one
 
 
 def test_no_isolation_refuses_unless_fallback_is_asked_for(monkeypatch, caplog, task0):
@@ -680,16 +682,16 @@ def test_seccomp_program_refuses_unknown_machines():
     child.seccomp_program("riscv64")
 
 
-def test_ignoring_sigalrm_is_stopped_at_the_input_limit_not_the_wall(task0):
-  # The per-input limit is the parent's too: a program that ignores the child's SIGALRM is killed
+def test_ignoring_sigprof_is_stopped_at_the_input_limit_not_the_wall(task0):
+  # The per-input limit is the parent's too: a program that ignores the child's SIGPROF is killed
   # at its input's limit plus a grace, far before a 60 s wall.
   limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=60.0, cpu_s=60, load_s=1.0)
-  code = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" + FUNC + "    while True:\n        pass\n")
+  code = ("import signal\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\n" + FUNC + "    while True:\n        pass\n")
   start = time.monotonic()
   grade = _run(task0, code, limits=limits)
   elapsed = time.monotonic() - start
   assert not grade.correct and "killed by the grader" in grade.detail, grade.detail
-  assert elapsed < 15, elapsed
+  assert elapsed < 4 * 8 + 5, elapsed  # CPU budget 1 + 3 + 2 + 2 s, at most 4 x that in wall time
 
 
 @needs_bwrap
@@ -772,3 +774,33 @@ def test_forged_or_edited_cache_entries_are_not_replayed(task0, caplog):
     again = asyncio.run(sandbox.run_candidate(task0, FUNC + "    return None\n", FAST, use_cache=False))
   assert not again.correct and str(exp_path) in caplog.text
   assert _run(task0, GOOD_BODY).correct
+
+
+def _burning(seconds: float) -> str:
+  """HumanEval/0 solved, after burning `seconds` of CPU time on the first input only."""
+  return ("import time\n_first = [True]\n" + FUNC +
+          f"    if _first[0]:\n        _first[0] = False\n        t0 = time.process_time()\n"
+          f"        while time.process_time() - t0 < {seconds}:\n            pass\n" + GOOD_BODY)
+
+
+def test_time_limits_are_cpu_time_so_load_does_not_change_a_grade(task0):
+  # A fresh clone graded two HumanEval+ candidates differently from the committed run: each sat near
+  # its per-input limit, timed in wall time on a machine whose load varied. Limits are CPU time now:
+  # with the cores saturated by spinners, a program using 0.6 s of CPU (limit 1 s) still passes, in
+  # far more than 1 s of wall time, and one using 1.5 s still fails.
+  # Each spinner in a session of its own: the scheduler's autogroups share a core per session.
+  spin = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"], start_new_session=True)
+          for _ in range(2 * (os.cpu_count() or 1))]
+  try:
+    time.sleep(0.5)
+    start = time.monotonic()
+    fits = _run(task0, _burning(0.6))
+    fits_wall = time.monotonic() - start
+    over = _run(task0, _burning(1.5))
+  finally:
+    for p in spin:
+      p.kill()
+      p.wait()
+  assert fits.correct, fits.detail
+  assert not over.correct and "time limit exceeded" in over.detail, over.detail
+  assert fits_wall > 1.0, fits_wall  # loaded: its wall time alone would have failed it

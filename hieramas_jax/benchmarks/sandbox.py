@@ -19,14 +19,17 @@ Two guarantees, kept apart on purpose:
   process the program started. In every mode the child loads a seccomp filter (one process, a
   read-only file system, no ptrace, no network socket, signals to itself only: `seccomp_program`), so
   its rlimits (CPU, address space, open files) bound the whole grading, and the parent enforces each
-  input's time limit too (`_converse`). Where bubblewrap cannot run, grading refuses (`SandboxError`
+  input's time limit too (`_converse`). Where a cgroup can be had, each child starts in a fresh
+  pids + memory cgroup that bounds the whole sandbox and is removed afterwards (`cgroups.py`).
+  Where bubblewrap cannot run, grading refuses (`SandboxError`
   naming the cause and the fix) unless `HIERAMAS_SANDBOX=fallback` asks for the fallback (a fresh
   process group in a temporary working directory, killed after every run); the mode is in every
   result's provenance (`experiment/provenance.py`).
 
 Expected outputs and per-input times come from running the canonical solution the same way
 (cached on disk under `paths.cache_dir()` as JSON, keyed by task id, data sha256 and harness
-version). A candidate's per-input limit is max(MIN_TIME_LIMIT_S, 4 x canonical time) as in EvalPlus.
+version). A candidate's per-input limit is max(MIN_TIME_LIMIT_S, 4 x canonical time) as in EvalPlus,
+in CPU time (so that load does not change a grade; docs/benchmarks.md, "Sandbox limits").
 Grades are cached by sha256 of (task id, code, data sha256, harness version, isolation mode). Both
 caches are written by the parent only, each entry sealed with its key fields and a checksum
 (`_seal`); a torn or edited entry is recomputed, never replayed.
@@ -54,6 +57,7 @@ import threading
 import weakref
 
 from hieramas_jax.benchmarks import _sandbox_child as child
+from hieramas_jax.benchmarks import cgroups
 from hieramas_jax.benchmarks.data import Item, data_sha256
 from hieramas_jax.benchmarks.graders import Grade, extract_code
 from hieramas_jax.fileio import atomic_write_bytes
@@ -66,7 +70,7 @@ CHILD_SCRIPT = pathlib.Path(child.__file__)
 CHILD_SOURCE = CHILD_SCRIPT.read_text(encoding="utf-8")
 
 # Bump when the harness or the comparison changes: old cached grades become stale.
-HARNESS_VERSION = "5"
+HARNESS_VERSION = "6"
 
 # EvalPlus defaults (evalplus/config.py): per-input limit = max(1 s, 4 x canonical time).
 MIN_TIME_LIMIT_S = 1.0
@@ -79,10 +83,46 @@ SANDBOX_UID = 65534  # "nobody"
 # After the child exits, how long a pipe still held open (by an escaped process in the fallback
 # mode) may keep the parent reading.
 _EXIT_GRACE_S = 1.0
-# The parent's per-input deadline is twice the child's own limit plus this (the child's SIGALRM fires
+# The parent's per-input budget is twice the child's own limit plus this (the child's SIGPROF fires
 # first unless the program ignores it); the first input also gets the load time and the start.
+# Budgets are CPU seconds of the child's process tree: when one runs out in wall time the parent reads
+# the tree's CPU time and waits on while that is under the budget (a loaded machine does not fail a
+# program), up to _WALL_FACTOR x the budget in wall time (a program that sleeps uses no CPU).
 _LINE_GRACE_S = 2.0
 _STARTUP_GRACE_S = 3.0
+_WALL_FACTOR = 4.0
+_CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_s(pid: int) -> float | None:
+  """User + system CPU seconds of `pid` and its living descendants (from /proc), None without /proc."""
+  parent_of, cpu = {}, {}
+  try:
+    entries = os.listdir("/proc")
+  except OSError:
+    return None
+  for name in entries:
+    if not name.isdigit():
+      continue
+    try:
+      with open(f"/proc/{name}/stat", "rb") as f:
+        rest = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+      continue
+    parent_of[int(name)] = int(rest[1])
+    cpu[int(name)] = (int(rest[11]) + int(rest[12])) / _CLOCK_TICK
+  if pid not in cpu:
+    return None
+  tree, frontier = {pid}, [pid]
+  children: dict[int, list[int]] = {}
+  for child_pid, parent in parent_of.items():
+    children.setdefault(parent, []).append(child_pid)
+  while frontier:
+    for c in children.get(frontier.pop(), ()):
+      if c not in tree:
+        tree.add(c)
+        frontier.append(c)
+  return sum(cpu[p] for p in tree)
 
 
 class SandboxError(RuntimeError):
@@ -94,7 +134,8 @@ class SandboxLimits:
   """Resource limits of one sandboxed run.
 
   Attributes:
-    wall_s: wall-clock limit for the whole child; past it the process group is killed.
+    wall_s: budget of the whole child, in CPU seconds of its process tree (and at most
+      `_WALL_FACTOR` x that in wall time); past it the process group is killed.
     cpu_s: RLIMIT_CPU of the child (SIGXCPU, then SIGKILL one second later).
     memory_bytes: RLIMIT_AS (and RLIMIT_DATA): a 50 GB allocation fails at once with
       MemoryError instead of swapping the machine.
@@ -102,8 +143,10 @@ class SandboxLimits:
     tmp_bytes: size of the private tmpfs at /tmp (bubblewrap mode): all files together.
     output_cap_bytes: longest report line the parent accepts (the line is one output; a larger
       output travels as a digest, floats excepted).
-    load_s: time limit for running the program's top level (imports, definitions).
-    check_s: time limit of the dataset's `check()` (canonical solution only).
+    load_s: CPU time limit for running the program's top level (imports, definitions).
+    check_s: CPU time limit of the dataset's `check()` (canonical solution only).
+    pids_max: tasks (processes and threads) of the whole sandbox, where a cgroup can be had
+      (`cgroups.py`; its memory bound is `memory_bytes` for the whole sandbox).
   """
 
   wall_s: float = 60.0
@@ -114,6 +157,7 @@ class SandboxLimits:
   output_cap_bytes: int = 1 << 20
   load_s: float = 5.0
   check_s: float = 120.0
+  pids_max: int = 64
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -143,7 +187,8 @@ class Isolation:
 
   def provenance(self) -> dict[str, str | int | None]:
     return {"mode": self.mode, "detail": self.detail,
-            "host_uid": os.geteuid() if self.host_uid is None else self.host_uid}
+            "host_uid": os.geteuid() if self.host_uid is None else self.host_uid,
+            "limits": _limits_detail()}
 
   def spawn_kwargs(self) -> dict:
     if self.host_uid is None:
@@ -315,13 +360,21 @@ def _decide_isolation() -> Isolation:
 isolation.cache_clear = _decide_isolation.cache_clear  # type: ignore[attr-defined]
 
 
+def _limits_detail() -> str:
+  """How a whole grading is bounded: a cgroup per grading, or the seccomp filter and rlimits alone."""
+  sup = cgroups.support()
+  if sup.version is None:
+    return f"seccomp and rlimits per process ({sup.detail})"
+  return f"seccomp, rlimits, and a pids + memory cgroup per grading: {sup.detail}"
+
+
 def sandbox_provenance() -> dict[str, str | int | None]:
   """The isolation mode for a result's provenance ("unavailable" where grading would refuse:
   results without HumanEval+ are still written, and say so)."""
   try:
     return isolation().provenance()
   except SandboxError as e:
-    return {"mode": "unavailable", "detail": str(e), "host_uid": os.geteuid()}
+    return {"mode": "unavailable", "detail": str(e), "host_uid": os.geteuid(), "limits": _limits_detail()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,12 +537,16 @@ async def _wait_returncode(proc: _Child) -> None:
     delay = min(delay * 2, 0.05)
 
 
-async def _converse(proc: _Child, deadline: float, on_line, line_budget=None) -> tuple[bool, Stop | None]:
-  """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or the deadline.
+async def _converse(proc: _Child, wall_s: float, on_line, line_budget=None) -> tuple[bool, Stop | None]:
+  """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or a budget runs out.
 
   `line_budget(n)`, if given, is how many seconds report line n may take after line n - 1 (or
   after the start): the per-input limits enforced from outside, so a program that ignores or
-  blocks the child's SIGALRM is still stopped at its input's limit, not at the wall limit.
+  blocks the child's SIGPROF is still stopped near its input's limit, not at the wall limit.
+  `wall_s` is the budget of the whole child. Budgets are CPU seconds of the child's process tree,
+  read from /proc only when one has passed in wall time (so that load does not fail a program):
+  the tree may use, by report line n, the budgets of lines 0..n together, and `wall_s` in all; and
+  no line waits more than `_WALL_FACTOR` x its budget in wall time (a sleeping program uses no CPU).
 
   Returns:
     (timed_out, the Stop or None).
@@ -498,14 +555,24 @@ async def _converse(proc: _Child, deadline: float, on_line, line_budget=None) ->
   exited = asyncio.ensure_future(_wait_returncode(proc))
   read = None
   n_lines = 0
-  line_deadline = deadline if line_budget is None else min(deadline, loop.time() + line_budget(0))
+  start = line_start = loop.time()
+  budget = line_budget(0) if line_budget is not None else wall_s
+  cumulative = budget
+  line_deadline = min(start + wall_s, line_start + budget)
   try:
     while True:
       if read is None:
         read = asyncio.ensure_future(proc.stdout.readline())
-      remaining = line_deadline - loop.time()
-      if remaining <= 0:
-        return True, None
+      now = loop.time()
+      if now >= line_deadline:
+        cpu = _tree_cpu_s(proc.pid)
+        if cpu is None or now - line_start >= _WALL_FACTOR * budget or now - start >= _WALL_FACTOR * wall_s:
+          return True, None
+        left = min(wall_s, cumulative) - cpu
+        if left <= 0:
+          return True, None
+        line_deadline = now + max(left, 0.05)
+      remaining = line_deadline - now
       if exited.done():
         done, _ = await asyncio.wait({read}, timeout=min(remaining, _EXIT_GRACE_S))
         if not done:  # exited, yet someone holds the pipe: nothing more will come from the child
@@ -514,7 +581,7 @@ async def _converse(proc: _Child, deadline: float, on_line, line_budget=None) ->
         done, _ = await asyncio.wait({read, exited}, timeout=remaining,
                                      return_when=asyncio.FIRST_COMPLETED)
         if not done:
-          return True, None
+          continue
       if read in done:
         try:
           line = read.result()
@@ -528,7 +595,10 @@ async def _converse(proc: _Child, deadline: float, on_line, line_budget=None) ->
           return False, stop
         n_lines += 1
         if line_budget is not None:
-          line_deadline = min(deadline, loop.time() + line_budget(n_lines))
+          line_start = loop.time()
+          budget = line_budget(n_lines)
+          cumulative += budget
+          line_deadline = min(start + wall_s, line_start + budget)
   finally:
     for task in (read, exited):
       if task is not None and not task.done():
@@ -568,16 +638,22 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
       workdir = tempfile.mkdtemp(prefix="hieramas-sandbox-")
       argv = [sys.executable, "-I", "-c", CHILD_SOURCE]
       cwd, env = workdir, dict(_child_env(workdir), PATH=os.environ.get("PATH", "/usr/bin:/bin"))
+    group = None
     try:
+      try:
+        group = cgroups.create(int(limits.pids_max), int(limits.memory_bytes), iso.host_uid)
+      except OSError as e:
+        raise SandboxError(f"cannot make the grading's cgroup: {e}") from e
+      if group is not None:  # the child starts inside it (see cgroups.JOIN); exit 125 if it cannot join
+        argv = group.prefix(argv)
       try:
         proc = await _spawn(argv, cwd=cwd, env=env, limit=max(int(limits.output_cap_bytes), 1 << 16),
                             spawn_kwargs=iso.spawn_kwargs())
       except OSError as e:
         raise SandboxError(f"cannot start the sandbox child: {e}") from e
-      deadline = loop.time() + limits.wall_s
       try:
         await proc.send(payload, timeout=limits.wall_s)  # a child dead before reading reports nothing: failed
-        timed_out, stop = await _converse(proc, deadline, on_line, line_budget)
+        timed_out, stop = await _converse(proc, limits.wall_s, on_line, line_budget)
         if stop is not None and stop.let_exit:
           with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(_wait_returncode(proc), timeout=_EXIT_GRACE_S)
@@ -592,6 +668,8 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
         proc.close()  # our ends of the pipes, even if an escaped process holds theirs
       return RunOutcome(proc.returncode, timed_out, stop.reason if stop else None)
     finally:
+      if group is not None:  # kills whatever is left inside, then removes the group
+        await loop.run_in_executor(None, group.remove)
       if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
 

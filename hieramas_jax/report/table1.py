@@ -116,7 +116,8 @@ def _header(derived: Mapping[str, Any], title: str) -> list[str]:
                                                        if sim else "") + ".", ""]
   sandbox = prov.get("sandbox")
   if "humaneval_plus" in spec.get("benchmarks", ()) and isinstance(sandbox, Mapping):
-    lines += [f"HumanEval+ programs graded in sandbox mode `{sandbox.get('mode')}` ({sandbox.get('detail')}).", ""]
+    lines += [f"HumanEval+ programs graded in sandbox mode `{sandbox.get('mode')}` ({sandbox.get('detail')})"
+              + (f"; bounds: {sandbox['limits']}" if sandbox.get("limits") else "") + ".", ""]
   return lines
 
 
