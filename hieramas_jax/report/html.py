@@ -1,7 +1,7 @@
 """The offline HTML report: one self-contained page (`results/report/index.html`) with the paper's figures.
 
-Everything is read from `results/` (and, for curves older results files lack, the run directories they
-name): no network, no script, figures embedded as base64 PNG (matplotlib, Agg). Sections:
+Everything is read from `results/` (and, for curves older results files lack and the sample browser,
+the run directories they name): no network, no script, figures embedded as base64 PNG (matplotlib, Agg). Sections:
 
 1. cost against accuracy per benchmark and setting (Table 1 / Table 3 cells, 95% bootstrap intervals,
    the Pareto front marked);
@@ -12,7 +12,8 @@ name): no network, no script, figures embedded as base64 PNG (matplotlib, Agg). 
 5. the simulator's calibration (fit and validation, `results/calibration.json`);
 6. the sweep plots (`results/sweep_*.json`);
 7. HieraMAS's cost-accuracy frontier over cost weights k (`results/hieramas_frontier.json`);
-8. every table of `results/` (`*.md`) rendered.
+8. a link to the sample browser written beside the page (`samples/`, hieramas_jax/report/samples.py);
+9. every table of `results/` (`*.md`) rendered.
 
 A missing input makes its section say what is missing and how to make it; nothing crashes. Every figure
 made on the simulated pool carries "simulated pool" in its title.
@@ -459,8 +460,9 @@ SECTIONS: tuple[tuple[str, str, Callable], ...] = (
 )
 
 
-def build_report(results: str | pathlib.Path) -> tuple[str, Page]:
-  """The page's HTML and what it holds (sections, figure names)."""
+def build_report(results: str | pathlib.Path, n_sample_cells: int | None = None) -> tuple[str, Page]:
+  """The page's HTML and what it holds (sections, figure names); `n_sample_cells`: how many cells the
+  sample browser beside it lists (None: none written)."""
   results = pathlib.Path(results)
   page = Page()
   for anchor, title, fn in SECTIONS:
@@ -469,6 +471,7 @@ def build_report(results: str | pathlib.Path) -> tuple[str, Page]:
     except (KeyError, TypeError, ValueError, IndexError) as e:  # a malformed results file: say so, go on
       body = missing(f"could not draw this section from results/: {type(e).__name__}: {e}")
     page.add(anchor, title, body)
+  page.add("samples", "Sample browser: every query", samples_section(n_sample_cells))
   page.add("tables", "Every table in results/", tables_section(results))
   sims = [_is_sim(_load(f)) for f in results.glob("*.json") if f.name != "bench.json"]
   banner = ("Simulated pool (hieramas_jax.sim): not real LLM results. Every figure made on it says so."
@@ -478,9 +481,24 @@ def build_report(results: str | pathlib.Path) -> tuple[str, Page]:
   return page.render("hieramas-jax: the paper's experiments as this suite reproduces them", banner, intro), page
 
 
-def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path) -> tuple[pathlib.Path, Page]:
+def samples_section(n_cells: int | None) -> str:
+  if n_cells is None:
+    return missing("The sample browser is written by write_report (make report), beside this page.")
+  if not n_cells:
+    return missing("No cell with a run directory in results/table1.json or table3.json: nothing to browse.")
+  return (f'<p><a href="samples/index.html" data-samples>Browse every test query of {n_cells} cells</a>: '
+          "each call's prompt and response, the extracted and gold answers, the grade, cost and tokens, the "
+          "chosen configuration and graph; filters by method, benchmark and correctness; two methods side by "
+          "side. Offline: samples/ beside this page.</p>")
+
+
+def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path, *,
+                 samples: bool = True) -> tuple[pathlib.Path, Page]:
+  """index.html in `out_dir`, and (with `samples`) the sample browser in `out_dir`/samples."""
   from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
-  text, page = build_report(results)
+  from hieramas_jax.report.samples import write_samples  # pylint: disable=import-outside-toplevel
+  n_cells = write_samples(results, pathlib.Path(out_dir) / "samples")[1] if samples else None
+  text, page = build_report(results, n_cells)
   path = pathlib.Path(out_dir) / "index.html"
   atomic_write_text(path, text)
   return path, page
