@@ -160,34 +160,80 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       groups.setdefault((c["benchmark"], c["pool"], c["setting"]), []).append(c)
     keys = sorted(groups)
     plt = _plt()
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # pylint: disable=C0415
+    labels = sorted({c["label"] for cs in groups.values() for c in cs}, key=paper.order_key)
+    styles = _method_styles(labels)
+    frontier = (_load(results / "hieramas_frontier.json") or {}).get("settings") or {} if name == "table1" else {}
     cols = min(3, len(keys))
     rows = -(-len(keys) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), squeeze=False)
+    height = 3.9 * rows + 0.9
+    fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, height), squeeze=False)
     for ax, key in zip(axes.flat, keys):
       cells = sorted(groups[key], key=lambda c: paper.order_key(c["label"]))
       pts = [(c["cost_usd"] / max(c["n"], 1), c["accuracy"]) for c in cells]
       front = pareto_front(pts)
-      for i, (c, (x, y)) in enumerate(zip(cells, pts)):
+      for c, (x, y) in zip(cells, pts):
         lo, hi = c.get("ci95", [y, y])
-        ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="o", ms=5, capsize=2,
-                    color="C3" if i in front else "C0", alpha=0.9)
-        ax.annotate(paper.method_title(c["label"]), (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-      ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="C3", lw=1, label="Pareto front")
-      ax.set_xscale("log")
+        st = styles[c["label"]]
+        ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=st["marker"], ms=st["ms"], capsize=2,
+                    color=st["color"], mec="k" if st["hieramas"] else st["color"], alpha=0.95,
+                    zorder=4 if st["hieramas"] else 3, label=paper.method_title(c["label"]))
+        if c["label"] == "hieramas":
+          ax.annotate("HieraMAS", (x, y), fontsize=7, fontweight="bold", color=st["color"], xytext=(6, -10),
+                      textcoords="offset points", zorder=5)
+      ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "--", color="0.45", lw=1, zorder=2,
+              label="Pareto front (all methods)")
       b, p, s = key
-      ax.set(xlabel="USD per query (log)", ylabel="accuracy % (95% CI)",
-             title=f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
-             + (" [generalization]" if s != "main" else ""))
-      ax.legend(fontsize=6, loc="lower right")
+      setting = frontier.get(f"{b}|{p}") if s == "main" else None
+      if setting and setting.get("hieramas"):
+        hp = sorted((h["mean_cost_usd"], h["accuracy"]) for h in setting["hieramas"])
+        ax.plot([x for x, _ in hp], [y for _, y in hp], "*:", color=styles.get("hieramas", {}).get("color", "C3"),
+                ms=6, lw=1, zorder=3, label="HieraMAS over cost weights k")
+      ax.set_xscale("log")
+      ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+      ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+      ax.xaxis.set_minor_formatter(NullFormatter())
+      ax.tick_params(labelsize=7)
+      ax.set(xlabel="USD per query (log)", ylabel="accuracy % (95% CI)")
+      ax.set_title(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
+                   + (" [generalization]" if s != "main" else ""), fontsize=9)
     for ax in list(axes.flat)[len(keys):]:
       ax.axis("off")
+    handles = {}
+    for ax in axes.flat:
+      for h, lab in zip(*ax.get_legend_handles_labels()):
+        handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(6, len(handles)), fontsize=7,
+               frameon=False)
     fig.suptitle(_title(f"Cost against accuracy ({name})", record))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, (0.2 + 0.17 * -(-len(handles) // 6)) / height, 1, 1))
     body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{name}.json: mean cost per test "
                             "query against accuracy with its 95% interval (bootstrap over queries; Wilson where "
-                            "the file holds no per-query outcomes); red: the Pareto "
-                            "front (no method both cheaper and more accurate)."))
+                            "the file holds no per-query outcomes); one colour and marker per method (legend "
+                            "below), HieraMAS a large red star; dashed grey: the Pareto front (no method both cheaper "
+                            "and more accurate)"
+                            + ("; dotted red stars: HieraMAS trained over cost weights k "
+                               "(results/hieramas_frontier.json)." if frontier else ".")))
   return "".join(body)
+
+
+def _method_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+  """One colour and marker per method, the same in every panel; HieraMAS a large red star (its
+  total-cost variant an orange one), the others from a palette without red."""
+  palette = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+             "#393b79", "#637939", "#8c6d31", "#7b4173", "#3182bd", "#31a354"]
+  markers = "osD^vP<>hXp8"
+  out, k = {}, 0
+  for label in labels:
+    method = label.partition("-")[0]
+    if method.startswith("hieramas"):
+      out[label] = {"color": "#d62728" if method == "hieramas" else "#ff7f0e", "marker": "*", "ms": 13,
+                    "hieramas": True}
+    else:
+      out[label] = {"color": palette[k % len(palette)], "marker": markers[k % len(markers)], "ms": 5,
+                    "hieramas": False}
+      k += 1
+  return out
 
 
 # ---- HieraMAS results files ---------------------------------------------------------------------------
