@@ -262,23 +262,81 @@ def jaccard_matrix(edge_sets: Sequence[Sequence[Sequence[int]]]) -> np.ndarray:
   return out
 
 
-def _draw_graph(ax, num_nodes: int, edges: Sequence[Sequence[int]], title: str) -> None:
+def _draw_graph(ax, roles: Sequence[str], edges: Sequence[Sequence[int]], title: str,
+                active: set[int] | None = None) -> None:
+  """The graph on a circle, nodes named by role; roles outside `active` (and their edges) greyed."""
+  num_nodes = len(roles)
   angles = np.linspace(0, 2 * np.pi, num_nodes, endpoint=False) + np.pi / 2
   xy = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+  on = (lambda k: True) if active is None else (lambda k: k in active)
   for i, j in edges:
-    ax.annotate("", xy=xy[j], xytext=xy[i], arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "#555",
-                                                         "shrinkA": 7, "shrinkB": 7})
-  ax.scatter(xy[:, 0], xy[:, 1], s=120, color="C0", zorder=3)
+    live = on(i) and on(j)
+    ax.annotate("", xy=xy[j], xytext=xy[i], arrowprops={"arrowstyle": "->", "lw": 0.8 if live else 0.5,
+                                                         "color": "#555" if live else "#ccc", "shrinkA": 6,
+                                                         "shrinkB": 6, "ls": "-" if live else ":"})
+  ax.scatter(xy[:, 0], xy[:, 1], s=60, color=["C0" if on(k) else "#d0d0d0" for k in range(num_nodes)], zorder=3)
   for k, (x, y) in enumerate(xy):
-    ax.text(x, y, str(k), ha="center", va="center", color="white", fontsize=7, zorder=4)
-  ax.set_xlim(-1.4, 1.4)
-  ax.set_ylim(-1.4, 1.4)
+    ax.text(1.32 * x, 1.3 * y, _wrap(roles[k]), ha="center", va="center", fontsize=5.5, zorder=4,
+            color="#222" if on(k) else "#aaa")
+  ax.set_xlim(-1.7, 1.7)
+  ax.set_ylim(-1.6, 1.6)
   ax.set_aspect("equal")
   ax.axis("off")
   ax.set_title(title, fontsize=7)
 
 
+def _wrap(text: str, width: int = 12) -> str:
+  words, lines = text.split(), [""]
+  for w in words:
+    lines[-1:] = [lines[-1] + " " + w] if len(lines[-1]) + len(w) < width or not lines[-1] else [lines[-1], w]
+  return "\n".join(line.strip() for line in lines)
+
+
+def _query_graphs(r: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+  """Per test query (edges, active roles) from the run directory's items.jsonl; None when it is absent."""
+  from hieramas_jax.experiment.rundir import from_repo  # pylint: disable=import-outside-toplevel
+  path = from_repo(r["run_dir"]) / "items.jsonl" if r.get("run_dir") else None
+  if path is None or not path.exists():
+    return None
+  out = []
+  for line in path.read_text().splitlines():
+    t = (json.loads(line).get("trace") or {}) if line.strip() else {}
+    if "graph_edges" in t:
+      out.append({"edges": frozenset(map(tuple, t["graph_edges"])), "active": t.get("active_roles")})
+  return out
+
+
+def top_edge_sets(r: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int | None, bool]:
+  """The five most chosen distinct edge sets (graphs of the pool with the same edges counted once), the
+  number of distinct edge sets over the test queries (None without the run directory: the results file
+  then lists only its top graphs), and whether each set's active roles come from the per-query records."""
+  queries = _query_graphs(r)
+  if queries:
+    counts: dict[frozenset, int] = {}
+    active: dict[frozenset, dict[tuple, int]] = {}
+    for q in queries:
+      counts[q["edges"]] = counts.get(q["edges"], 0) + 1
+      if q["active"] is not None:
+        a = active.setdefault(q["edges"], {})
+        a[tuple(q["active"])] = a.get(tuple(q["active"]), 0) + 1
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], sorted(kv[0])))[:5]
+    n_nodes = int(r.get("num_roles") or 0)
+    out = [{"edges": sorted(e), "count": c, "density": len(e) / max(1, n_nodes * (n_nodes - 1) / 2),
+            "active": set(max(active[e].items(), key=lambda kv: kv[1])[0]) if e in active else None}
+           for e, c in top]
+    return out, len(counts), True
+  merged: dict[frozenset, dict[str, Any]] = {}
+  for t in (r.get("graph_density") or {}).get("top_graphs") or []:
+    key = frozenset(map(tuple, t["edges"]))
+    if key in merged:
+      merged[key]["count"] += t["count"]
+    else:
+      merged[key] = {"edges": sorted(key), "count": t["count"], "density": t["density"], "active": None}
+  return sorted(merged.values(), key=lambda t: -t["count"])[:5], None, False
+
+
 def figure3_section(page: Page, results: pathlib.Path) -> str:
+  from hieramas_jax.mas.roles import roles_for  # pylint: disable=import-outside-toplevel
   files = hieramas_main_files(results)
   if not files:
     return missing("No HieraMAS results file (results/hieramas_<benchmark>_<pool>.json): run "
@@ -286,33 +344,47 @@ def figure3_section(page: Page, results: pathlib.Path) -> str:
   plt = _plt()
   body = []
   for b, p, r in files:
-    top = ((r.get("graph_density") or {}).get("top_graphs") or [])[:5]
+    top, distinct, from_items = top_edge_sets(r)
     if not top:
       body.append(missing(f"{r.get('benchmark')}/{r.get('pool')}: the results file lists no chosen graphs."))
       continue
-    n_nodes = int(r.get("num_roles") or 1 + max((max(e) for t in top for e in t["edges"] if e), default=0))
-    fig, axes = plt.subplots(1, len(top) + 1, figsize=(2.3 * (len(top) + 1) + 1.5, 2.8),
+    roles = list(roles_for(b))
+    fig, axes = plt.subplots(1, len(top) + 1, figsize=(2.4 * (len(top) + 1) + 1.5, 3.0),
                              gridspec_kw={"width_ratios": [1] * len(top) + [1.5]})
     total = r.get("n") or sum(t["count"] for t in top)
-    for ax, t in zip(axes, top):
-      _draw_graph(ax, n_nodes, t["edges"], f"#{t['index']}: {t['count']}/{total} queries\ndensity {t['density']:.2f}")
+    names = [f"G{k + 1}" for k in range(len(top))]
+    for ax, name, t in zip(axes, names, top):
+      n_active = "" if t["active"] is None else f", {len(t['active'])}/{len(roles)} roles active"
+      _draw_graph(ax, roles, t["edges"], f"{name}: {t['count']}/{total} queries\n{len(t['edges'])} edges"
+                  f"{n_active}", t["active"])
     jac = jaccard_matrix([t["edges"] for t in top])
     im = axes[-1].imshow(jac, vmin=0, vmax=1, cmap="viridis")
-    axes[-1].set_xticks(range(len(top)), [f"#{t['index']}" for t in top], fontsize=6, rotation=45)
-    axes[-1].set_yticks(range(len(top)), [f"#{t['index']}" for t in top], fontsize=6)
+    axes[-1].set_xticks(range(len(top)), names, fontsize=6)
+    axes[-1].set_yticks(range(len(top)), names, fontsize=6)
     for i in range(len(top)):
       for j in range(len(top)):
         axes[-1].text(j, i, f"{jac[i, j]:.2f}", ha="center", va="center", fontsize=5,
                       color="white" if jac[i, j] < 0.6 else "black")
-    axes[-1].set_title("pairwise Jaccard (edges)", fontsize=7)
-    fig.colorbar(im, ax=axes[-1], fraction=0.046)
+    axes[-1].set_title("pairwise Jaccard (edge sets)", fontsize=7)
+    fig.colorbar(im, ax=axes[-1], fraction=0.046).set_label("Jaccard similarity", fontsize=6)
     fig.suptitle(_title(f"Figure 3: most chosen topologies, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
                         r), fontsize=9)
     fig.tight_layout()
     dens = r.get("graph_density") or {}
-    body.append(page.figure(fig, f"figure3_{b}_{p}", f"The five most chosen graphs G* on the test split (nodes = "
-                            f"roles; mean density {dens.get('mean', float('nan')):.2f}, {dens.get('distinct_graphs')} "
-                            "distinct graphs) and the Jaccard similarity of their edge sets."))
+    stage2 = (r.get("fit") or {}).get("stage2")
+    mode = (r.get("config") or {}).get("graph_mode", "classifier")
+    untrained = mode == "classifier" and (not stage2 or stage2.get("skipped"))
+    caption = (f"The five most chosen distinct edge sets G* on the test split (graphs of the pool with the same "
+               f"edges counted once; nodes named by role; mean density {dens.get('mean', float('nan')):.2f}; "
+               + (f"{distinct} distinct edge sets over {total} queries" if distinct is not None else
+                  f"{dens.get('distinct_graphs')} distinct graph indices (the run directory is not here to count "
+                  "distinct edge sets)")
+               + "), and the Jaccard similarity of their edge sets. "
+               + ("Grey: roles inactive on the queries that chose the graph (their edges never ran). " if from_items
+                  else "Active roles per graph are not in the results file (run directory absent): none greyed. ")
+               + (f"The graph classifier did not train ({stage2.get('skipped') if stage2 else 'no stage-2 record'}):"
+                  " these graphs were not chosen by a trained classifier." if untrained else ""))
+    body.append(page.figure(fig, f"figure3_{b}_{p}", caption))
   return "".join(body)
 
 
