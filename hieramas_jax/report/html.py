@@ -7,7 +7,7 @@ the run directories they name): no network, no script, figures embedded as base6
    the Pareto front marked);
 2. Figure 3: the most chosen topologies per benchmark (density, count) and the pairwise Jaccard matrix
    of the top-5 edge sets;
-3. Figure 4: LLM preferences per position (the policy's normalised logits, proposer and synthesizer);
+3. Figure 4: LLM preferences per position (the policy's probabilities, proposer and synthesizer; one colour scale);
 4. stage-1 and stage-2 training curves;
 5. the simulator's calibration (fit and validation, `results/calibration.json`);
 6. the sweep plots (`results/sweep_*.json`);
@@ -398,7 +398,9 @@ def figure4_section(page: Page, results: pathlib.Path) -> str:
     probs = r.get("policy_probabilities")
     if probs:
       models, rows = probs["models"], [probs["proposer"], probs["synthesizer"]]
-      what = "mean normalised policy logits (softmax, temperature 1) over the test queries"
+      what = ("the policy's probabilities (softmax of its logits, temperature 1) per LLM, averaged over the test "
+              "queries")
+      bar = "probability (mean over test queries)"
     else:
       prefs = r.get("llm_preferences") or {}
       models = sorted({m for k in ("proposer", "synthesizer") for m in (prefs.get(k) or {})})
@@ -409,22 +411,27 @@ def figure4_section(page: Page, results: pathlib.Path) -> str:
       for k in ("proposer", "synthesizer"):
         counts = np.array([(prefs.get(k) or {}).get(m, 0) for m in models], float)
         rows.append((counts / counts.sum()).tolist() if counts.sum() else counts.tolist())
-      what = ("share of the greedy choices per position (this results file predates saved policy logits: rerun "
-              "train_hieramas.py for the normalised logits)")
+      what = ("share of the greedy choices per position (this results file predates saved policy probabilities: "
+              "rerun train_hieramas.py for them)")
+      bar = "share of greedy choices"
     mat = np.array(rows)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(models), 2.2))
-    im = ax.imshow(mat, vmin=0, vmax=max(1e-9, float(mat.max())), cmap="magma_r", aspect="auto")
+    fig, ax = plt.subplots(figsize=(2.0 + 0.75 * len(models), 2.8))
+    # One colour scale for every panel (0 to 1), so panels compare.
+    im = ax.imshow(mat, vmin=0, vmax=1, cmap="magma_r", aspect="auto")
     ax.set_xticks(range(len(models)), models, rotation=35, ha="right", fontsize=7)
     ax.set_yticks([0, 1], ["proposer", "synthesizer"], fontsize=8)
+    ax.set_xlabel("LLM of the pool", fontsize=8)
+    ax.set_ylabel("position", fontsize=8)
     for i in range(mat.shape[0]):
       for j in range(mat.shape[1]):
         ax.text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                color="white" if mat[i, j] > 0.6 * mat.max() else "black")
-    fig.colorbar(im, ax=ax, fraction=0.03)
+                color="white" if mat[i, j] > 0.6 else "black")
+    fig.colorbar(im, ax=ax, fraction=0.03).set_label(bar, fontsize=7)
     ax.set_title(_title(f"Figure 4: LLM preferences, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
                         r), fontsize=9)
     fig.tight_layout()
-    body.append(page.figure(fig, f"figure4_{b}_{p}", f"Per position (proposers pooled, synthesizer): {what}."))
+    body.append(page.figure(fig, f"figure4_{b}_{p}", f"Per position (proposers pooled, synthesizer): {what}. "
+                            "Every panel on the same colour scale, 0 to 1."))
   return "".join(body)
 
 
