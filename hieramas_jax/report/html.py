@@ -460,27 +460,41 @@ def curves_section(page: Page, results: pathlib.Path) -> str:
               ("stage 1: system reward", ["stage1/batch_mean_system_reward", "stage1/val_mean_reward"]),
               ("stage 1: accuracy", ["stage1/batch_accuracy", "stage1/val_accuracy"]),
               ("stage 2: classifier loss", ["stage2/train_loss", "stage2/val_loss"])]
-    fig, axes = plt.subplots(1, 4, figsize=(14, 2.8))
+    fit = r.get("fit") or {}
+    best1 = (fit.get("stage1_best") or {}).get("step")
+    best2 = (fit.get("stage2") or {}).get("best_val_loss")
+    s2 = [pt for k in ("stage2/train_loss", "stage2/val_loss") for pt in curves.get(k) or []]
+    # Stage 2 is logged at steps continuing stage 1's (offset + epoch): shown by its own epoch, from 1.
+    offset = min(step for step, _ in s2) - 1 if s2 else 0
+    fig, axes = plt.subplots(1, 4, figsize=(14, 2.9))
     for ax, (title, keys) in zip(axes, panels):
+      stage2 = title.startswith("stage 2")
       drawn = False
       for k in keys:
         pts = curves.get(k)
         if pts:
-          ax.plot([s for s, _ in pts], [v for _, v in pts], "o-" if len(pts) < 15 else "-", ms=3,
-                  label=k.split("/")[1])
+          xs = [step - offset if stage2 else step for step, _ in pts]
+          ax.plot(xs, [v for _, v in pts], "o-" if len(pts) < 15 else "-", ms=3, label=k.split("/")[1])
           drawn = True
+      if not stage2 and best1 is not None and drawn:
+        ax.axvline(best1, color="C3", ls=":", lw=1, label=f"chosen checkpoint (step {best1})")
+      val = curves.get("stage2/val_loss") or []
+      if stage2 and best2 is not None and val:
+        step, v = min(val, key=lambda sv: abs(sv[1] - best2))
+        ax.plot([step - offset], [v], "*", color="C3", ms=10, label=f"lowest val loss (epoch {step - offset})")
       if drawn:
         ax.legend(fontsize=6)
       else:
         ax.text(0.5, 0.5, "not logged\n(stage skipped)", ha="center", va="center", transform=ax.transAxes,
                 fontsize=8)
       ax.set_title(title, fontsize=8)
-      ax.set_xlabel("step", fontsize=7)
+      ax.set_xlabel("epoch" if stage2 else "REINFORCE update (step)", fontsize=7)
     fig.suptitle(_title(f"Training curves, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}", r),
                  fontsize=9)
     fig.tight_layout()
-    body.append(page.figure(fig, f"curves_{b}_{p}", "Stage 1 per step (batch) and per validation; stage 2 per epoch "
-                            "(steps continue after stage 1's)."))
+    body.append(page.figure(fig, f"curves_{b}_{p}", "Stage 1 per update (batch) and per validation, the dotted red "
+                            "line at the checkpoint kept (best validation); stage 2 per epoch on its own axis, the "
+                            "star at its lowest validation loss."))
   return "".join(body)
 
 
