@@ -586,8 +586,17 @@ def tables_section(results: pathlib.Path) -> str:
   files = sorted(results.glob("*.md"))
   if not files:
     return missing("No tables in results/ yet.")
-  return "".join(f"<details><summary>results/{html.escape(f.name)}</summary>{md.render(f.read_text())}</details>"
-                 for f in files)
+  return "".join(f"<details><summary>results/{html.escape(f.name)}</summary>{_fold_provenance(md, f.read_text())}"
+                 "</details>" for f in files)
+
+
+def _fold_provenance(md, text: str) -> str:
+  """The table's markdown as HTML, its "## Provenance" part (commands, commits, hashes) folded away."""
+  head, sep, prov = text.partition("\n## Provenance")
+  out = md.render(head)
+  if sep:
+    out += f'<details class="provenance"><summary>Provenance</summary>{md.render(prov)}</details>'
+  return out
 
 
 SECTIONS: tuple[tuple[str, str, Callable], ...] = (
