@@ -4,7 +4,8 @@
   python experiments/make_report.py --results=/tmp/r --out_dir=/tmp/r/report
 
 First Tables 2, 6 and 7 from the HieraMAS ablation results files (`report/ablations.py`), then one
-self-contained page with every table and figure (`report/html.py`): open results/report/index.html.
+self-contained page with every table and figure (`report/html.py`) and the sample browser beside it
+(`report/samples.py`, results/report/samples/): open results/report/index.html.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from hieramas_jax.report.html import write_report
 FLAGS = flags.FLAGS
 flags.DEFINE_string("results", str(RESULTS_DIR), "The results directory the report is built from.")
 flags.DEFINE_string("out_dir", None, "Where index.html goes (default: <results>/report).")
+flags.DEFINE_bool("samples", True, "Also write the sample browser (<out_dir>/samples/: every query of every cell "
+                  "with a run directory on this machine).")
 flags.DEFINE_bool("tables", True, "Also (re)write table2/6/7, stage1_recipe and hieramas_cells into --results first.")
 
 
@@ -49,7 +52,7 @@ def main(argv):
     written += write_ablation_tables(results, results, prov)
     written += write_stage1_recipe(results, results, prov)
     written += write_hieramas_cells(results, results, prov)
-  path, page = write_report(results, FLAGS.out_dir or results / "report")
+  path, page = write_report(results, FLAGS.out_dir or results / "report", samples=FLAGS.samples)
   written.append(path)
   print(f"wrote {', '.join(str(p) for p in written)} ({len(page.figures)} figures, {len(page.sections)} sections)")
 

@@ -47,9 +47,10 @@ class PageLoad:
   missing: list[str]
   images: int
   screenshot: pathlib.Path
+  value: object = None  # what `script` returned
 
 
-async def _load(ws_url: str, url: str, screenshot: pathlib.Path, timeout_s: float) -> PageLoad:
+async def _load(ws_url: str, url: str, screenshot: pathlib.Path, timeout_s: float, script: str | None) -> PageLoad:
   errors: list[str] = []
   async with aiohttp.ClientSession() as session:
     async with session.ws_connect(ws_url, max_msg_size=0) as ws:
@@ -94,6 +95,12 @@ async def _load(ws_url: str, url: str, screenshot: pathlib.Path, timeout_s: floa
         await asyncio.sleep(0.3)  # late console messages
         result = await call("Runtime.evaluate", expression=CHECK_IMAGES, returnByValue=True)
         state = json.loads(result["result"]["value"])
+        value = None
+        if script:  # an expression (a promise is awaited) that drives the page; its JSON-able result
+          out = await call("Runtime.evaluate", expression=script, returnByValue=True, awaitPromise=True)
+          if "exceptionDetails" in out:
+            raise RuntimeError(f"script failed: {out['exceptionDetails']}")
+          value = out["result"].get("value")
         metrics = await call("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         shot = await call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
@@ -102,11 +109,13 @@ async def _load(ws_url: str, url: str, screenshot: pathlib.Path, timeout_s: floa
         screenshot.write_bytes(base64.b64decode(shot["data"]))
       finally:
         task.cancel()
-  return PageLoad(errors, state["figures"], state["sections"], state["missing"], state["images"], screenshot)
+  return PageLoad(errors, state["figures"], state["sections"], state["missing"], state["images"], screenshot, value)
 
 
-def load_page(path: pathlib.Path, screenshot: pathlib.Path, *, timeout_s: float = 60.0) -> PageLoad:
-  """Opens `path` (file://) in a fresh headless Chromium without network access."""
+def load_page(path: pathlib.Path, screenshot: pathlib.Path, *, timeout_s: float = 60.0,
+              script: str | None = None) -> PageLoad:
+  """Opens `path` (file://) in a fresh headless Chromium without network access; runs `script` (a JS
+  expression; a promise is awaited) before the screenshot and returns its value."""
   binary = chromium_path()
   if binary is None:
     raise FileNotFoundError("chromium is not installed")
@@ -133,7 +142,7 @@ def load_page(path: pathlib.Path, screenshot: pathlib.Path, *, timeout_s: float 
           async with session.get(f"http://127.0.0.1:{port}/json/list") as resp:
             targets = await resp.json(content_type=None)
         page = next(t for t in targets if t.get("type") == "page")
-        return await _load(page["webSocketDebuggerUrl"], path.resolve().as_uri(), screenshot, timeout_s)
+        return await _load(page["webSocketDebuggerUrl"], path.resolve().as_uri(), screenshot, timeout_s, script)
 
       return asyncio.run(go())
     finally:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from hieramas_jax.benchmarks.data import load_items
-from hieramas_jax.experiment.evaluate import ITEMS_FILE, evaluate, load_done, summarise
+from hieramas_jax.experiment.evaluate import ITEMS_FILE, PROMPTS_FILE, evaluate, load_done, read_traces, summarise
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import make_endpoint
@@ -113,6 +113,27 @@ def test_a_torn_last_line_is_dropped_and_the_item_redone(tmp_path):
   assert _numbers(again) == _numbers(first)
   assert all(json.loads(l) for l in path.read_text().splitlines())
   assert [r.correct for r in first] == [it.answer == "A" for it in items]
+
+
+def test_traces_keep_each_calls_messages_once_and_the_gold_answer(tmp_path):
+  client = FakeClient(lambda m, msg, s: "The answer is (A)")
+  ctx = RunContext(client, get_pool("gpt-5-mini"))
+  items = ITEMS[:3]
+  first = asyncio.run(evaluate(make_method("sc"), items, ctx, run_dir=tmp_path, progress=False))
+  traces = read_traces(tmp_path)
+  assert sorted(traces) == sorted(it.id for it in items)
+  for it in items:
+    t = traces[it.id]
+    assert t["target"] == it.answer and len(t["calls"]) == 5
+    for call in t["calls"]:
+      assert [m["role"] for m in call["messages"]] == ["system", "user"]
+      assert it.question in call["messages"][1]["content"]
+  # Stored once: one system prompt and one question per item, though every item made five calls.
+  assert len((tmp_path / PROMPTS_FILE).read_text().splitlines()) == 1 + len(items)
+  # A run directory without prompts.jsonl (older runs) reads back with messages None, not an error.
+  (tmp_path / PROMPTS_FILE).unlink()
+  assert all(c["messages"] is None for t in read_traces(tmp_path).values() for c in t["calls"])
+  assert [r.cost_usd for r in first] == [r.cost_usd for r in load_done(tmp_path).values()]
 
 
 def test_evaluate_runs_queries_concurrently_under_the_bound():

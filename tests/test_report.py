@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report import ablations
 from hieramas_jax.report import regret as regret_lib
 from hieramas_jax.report.stats import bootstrap_ci, mcnemar_exact_p, mean_sd, paired_difference
@@ -170,3 +174,19 @@ def test_table4_shows_the_share_of_cut_calls_and_a_real_endpoint_is_named_not_ca
   md = table1_markdown(derived)
   assert "prediction" not in md and "Every row was measured on `pool:local_smoke:0123456789ab`." in md
   assert md.splitlines()[0] == "# Table 1 - pool:local_smoke:0123456789ab"
+
+
+def test_make_report_twice_leaves_every_table_byte_identical(tmp_path):
+  """Regenerating when nothing but the time (and the command) changed rewrites no table file."""
+  results = tmp_path / "results"
+  shutil.copytree(RESULTS_DIR, results, ignore=shutil.ignore_patterns("report"))
+
+  def run(out):
+    subprocess.run([sys.executable, str(REPO_DIR / "experiments" / "make_report.py"), f"--results={results}",
+                    f"--out_dir={tmp_path / out}", "--samples=false"], check=True, cwd=REPO_DIR,
+                   capture_output=True, timeout=300)
+    return {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in results.iterdir() if f.is_file()}
+
+  first = run("a")
+  second = run("b")
+  assert first == second  # same bytes, not even rewritten

@@ -11,6 +11,7 @@ import socket
 
 import pytest
 
+from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import from_repo
@@ -116,7 +117,7 @@ def test_the_report_holds_every_section_and_renders_in_chromium(tiny_results, tm
               "curves_mmlu_redux_gpt-5-mini", "calibration", "sweep_k_pool_size"}
   assert set(page.figures) == expected
   assert [a for a, _, _ in page.sections] == ["cost-accuracy", "figure3", "figure4", "curves", "calibration",
-                                              "sweeps", "frontier", "tables"]
+                                              "sweeps", "frontier", "samples", "tables"]
   assert "results/table3.json is missing" in text  # a missing input says so
   assert "results/hieramas_frontier.json is missing: run `make frontier`" in html.unescape(text)
   for table in ("table1.md", "table2.md", "table6.md", "table7.md", "sweep_k_pool_size.md"):
@@ -159,3 +160,58 @@ def test_the_wandb_report_is_built_without_any_network(monkeypatch):
   assert {"/stage1", "/stage2", "|seed"} <= {q for g in grids for q in g["runsets"]}
   assert all(r.filters == "Group = 'table1/sim-seed0-x'" for b in report.blocks if hasattr(b, "runsets")
              for r in b.runsets)
+
+
+# Drives the sample browser: HieraMAS beside Base on MMLU-Redux, the "A wrong" filter, the first query opened.
+BROWSE = r"""(async () => {
+  const until = async f => { for (let i = 0; i < 200 && !f(); i++) await new Promise(r => setTimeout(r, 50)); };
+  const set = async (id, v) => { const s = document.getElementById(id); s.value = v;
+    s.dispatchEvent(new Event('change')); await new Promise(r => setTimeout(r, 50));
+    await until(() => !document.getElementById('status').textContent.startsWith('loading')); };
+  await until(() => document.querySelectorAll('#list li').length > 0);
+  await set('setting', 'main'); await set('benchmark', 'mmlu_redux'); await set('pool', 'gpt-5-mini');
+  await set('method-a', 'hieramas'); await set('method-b', 'base');
+  const ids = [...document.querySelectorAll('#list li')].map(li => li.dataset.id);
+  await set('correct', 'wrong'); const wrong = document.querySelectorAll('#list li').length;
+  await set('correct', 'all');
+  document.querySelector('#list li').click();
+  document.querySelectorAll('details[data-call]').forEach(d => d.open = true);
+  const all = sel => [...document.querySelectorAll(sel)].map(e => e.textContent);
+  return {ids, wrong, methods: [...document.querySelectorAll('.col[data-method]')].map(c => c.dataset.method),
+          gold: all('[data-gold]'), grade: all('[data-grade]'), extracted: all('[data-extracted]'),
+          calls: document.querySelectorAll('details[data-call]').length, roles: all('details[data-call] .role'),
+          responses: all('[data-response]'), notRecorded: all('.missing'), mas: document.querySelectorAll('[data-mas]').length,
+          nodes: document.querySelectorAll('#detail svg circle').length};
+})()"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_sample_browser_shows_every_query_with_its_prompts_gold_and_grade(tiny_results, tmp_path):
+  path, _ = write_report(tiny_results, tmp_path / "report")
+  text = path.read_text()
+  assert 'href="samples/index.html"' in text
+  samples = tmp_path / "report" / "samples" / "index.html"
+  assert "http://" not in samples.read_text() and "https://" not in samples.read_text()
+  table = json.loads((tiny_results / "table1.json").read_text())
+  cell = table["cells"]["hieramas|mmlu_redux|gpt-5-mini|main|seed0"]
+  items = hieramas_report.read_items(from_repo(cell["run_dir"]))
+  base_items = {r["item_id"]: r for r in hieramas_report.read_items(
+      from_repo(table["cells"]["base|mmlu_redux|gpt-5-mini|main|seed0"]["run_dir"]))}
+  if chromium_path() is None:
+    pytest.skip("chromium is not installed and apt-get could not install it here (make install tries)")
+  loaded = load_page(samples, tmp_path / "samples.png", script=BROWSE)
+  assert loaded.errors == []
+  v = loaded.value
+  assert sorted(v["ids"]) == sorted(r["item_id"] for r in items)  # every query listed
+  assert v["wrong"] == sum(not r["correct"] for r in items)  # the correctness filter
+  first = next(r for r in items if r["item_id"] == v["ids"][0])
+  gold = data_lib.items_by_id("mmlu_redux")[first["item_id"]].answer
+  assert v["methods"] == ["hieramas", "base"]  # side by side, the same query
+  assert v["gold"] == [gold, gold]
+  assert v["grade"] == ["correct" if first["correct"] else "wrong",
+                        "correct" if base_items[first["item_id"]]["correct"] else "wrong"]
+  assert v["extracted"][0] == (first["extracted"] or "(none)")
+  assert v["calls"] == first["n_calls"] + base_items[first["item_id"]]["n_calls"]
+  assert "system" in v["roles"] and "user" in v["roles"] and all(v["responses"])  # prompts and responses
+  assert v["notRecorded"] == [] and v["mas"] == 1 and v["nodes"] == first["trace"]["config"]["nodes"].__len__()

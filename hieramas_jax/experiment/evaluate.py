@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -30,6 +31,83 @@ log = logging.getLogger(__name__)
 
 ITEMS_FILE = "items.jsonl"
 TRACES_FILE = "traces.jsonl"
+PROMPTS_FILE = "prompts.jsonl"
+
+
+def _prompt_key(content: str) -> str:
+  return hashlib.sha256(content.encode("utf-8")).hexdigest()[:20]
+
+
+class PromptStore:
+  """Each distinct message content of a run directory's traces, written once to prompts.jsonl.
+
+  A trace line names its calls' messages as `[role, key]` pairs: the system prompts and questions that
+  every call repeats are stored once per run directory, not once per call.
+  """
+
+  def __init__(self, run_dir: pathlib.Path):
+    path = run_dir / PROMPTS_FILE
+    self.seen = set(read_prompts(run_dir))
+    tail = b""
+    if path.exists() and path.stat().st_size:
+      with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        tail = f.read(1)
+    self.f = open(path, "a", encoding="utf-8")
+    if tail and tail != b"\n":  # a line torn by a kill: end it, so the next record starts clean
+      self.f.write("\n")
+
+  def refs(self, messages) -> list[list[str]]:
+    out = []
+    for m in messages:
+      key = _prompt_key(m["content"])
+      if key not in self.seen:
+        self.f.write(json.dumps({"key": key, "content": m["content"]}) + "\n")
+        self.seen.add(key)
+      out.append([m["role"], key])
+    return out
+
+  def close(self) -> None:
+    self.f.close()
+
+
+def read_prompts(run_dir: str | os.PathLike) -> dict[str, str]:
+  """key -> message content from a run directory's prompts.jsonl ({} when absent; torn lines skipped)."""
+  path = pathlib.Path(run_dir) / PROMPTS_FILE
+  out: dict[str, str] = {}
+  if path.exists():
+    for line in path.read_text(encoding="utf-8").splitlines():
+      try:
+        rec = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      out[rec["key"]] = rec["content"]
+  return out
+
+
+def read_traces(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+  """item id -> its trace line from traces.jsonl, each call's `messages` resolved to {"role", "content"}
+  dicts (None where the run predates recorded prompts, or a content is missing). Torn lines are skipped."""
+  run_dir = pathlib.Path(run_dir)
+  path = run_dir / TRACES_FILE
+  if not path.exists():
+    return {}
+  prompts = read_prompts(run_dir)
+  out = {}
+  for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+      rec = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    for call in rec.get("calls", []):
+      refs = call.get("messages")
+      if not refs:
+        call["messages"] = None
+      else:
+        resolved = [{"role": r, "content": prompts.get(k)} for r, k in refs]
+        call["messages"] = None if any(m["content"] is None for m in resolved) else resolved
+    out[rec["item_id"]] = rec
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +224,8 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     writers: metric writers; each finished item logs running accuracy and cost.
     progress: show a tqdm bar.
     desc: the progress bar's label.
-    save_traces: also append each full trace (every call's text) to traces.jsonl.
+    save_traces: also append each full trace (every call's text and messages, the gold answer) to
+      traces.jsonl, the messages' contents once each to prompts.jsonl (`read_traces` joins them).
 
   Raises:
     Whatever a query raises once its retries are exhausted (LLMError...). Items finished before
@@ -157,7 +236,7 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     raise ValueError("evaluate: item ids must be unique")
   writers = list(writers)
   done: dict[str, ItemResult] = {}
-  items_f = traces_f = None
+  items_f = traces_f = prompts = None
   if run_dir is not None:
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -166,6 +245,7 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     items_f = open(run_dir / ITEMS_FILE, "a", encoding="utf-8")
     if save_traces:
       traces_f = open(run_dir / TRACES_FILE, "a", encoding="utf-8")
+      prompts = PromptStore(run_dir)
   sem = asyncio.Semaphore(bound) if isinstance(bound, int) else bound
   todo = [it for it in items if it.id not in done]
   finished: list[ItemResult] = list(done.values())
@@ -182,7 +262,11 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
                         cached_calls=sum(c.cached for c in trace.calls), trace=trace.summary())
     # Runs in the event loop thread between awaits: lines never interleave.
     if traces_f is not None:
-      traces_f.write(json.dumps({"item_id": item.id, "correct": result.correct, **trace.to_json()}) + "\n")
+      record = {"item_id": item.id, "correct": result.correct, "target": item.answer, **trace.to_json()}
+      for call in record["calls"]:
+        call["messages"] = prompts.refs(call["messages"])
+      prompts.f.flush()  # before the trace line that names them
+      traces_f.write(json.dumps(record) + "\n")
       traces_f.flush()
     if items_f is not None:
       items_f.write(sealed_line(result.to_json()))
@@ -201,7 +285,7 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     new = await gather_or_cancel([asyncio.ensure_future(one(it)) for it in todo])
   finally:
     bar.close()
-    for f in (items_f, traces_f):
+    for f in (items_f, traces_f, prompts):
       if f is not None:
         f.close()
   by_id = {**done, **{r.item_id: r for r in new}}

@@ -85,7 +85,8 @@ async def call_llm(client: ChatClient, clock: Clock, *, node: int, role: str | N
                     cost_usd=float(result.cost_usd), latency_s=float(result.latency_s),
                     cached=bool(result.cached), sample_index=sample_index, started_s=started,
                     finished_s=clock.now(), finish_reason=str(getattr(result, "finish_reason", "")),
-                    reasoning_tokens=int(getattr(result, "reasoning_tokens", 0)))
+                    reasoning_tokens=int(getattr(result, "reasoning_tokens", 0)),
+                    messages=tuple({"role": str(m["role"]), "content": str(m["content"])} for m in messages))
 
 
 def proposer_draws(proposers: Sequence[str]) -> list[int]:

@@ -30,6 +30,8 @@ class CallRecord:
     started_s / finished_s: seconds since the query started (monotonic clock); they prove the
       runtime's ordering and parallelism.
     finish_reason / reasoning_tokens: from the client's CallResult ("length": cut by max_tokens).
+    messages: the chat messages sent ({"role", "content"} dicts), for reading a sample back; not part of
+      any cache key or result value.
   """
 
   node: int
@@ -47,6 +49,7 @@ class CallRecord:
   finished_s: float = 0.0
   finish_reason: str = ""
   reasoning_tokens: int = 0
+  messages: tuple[dict[str, str], ...] = ()
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -126,6 +129,6 @@ class Trace:
   @classmethod
   def from_json(cls, data: Mapping[str, Any]) -> "Trace":
     return cls(item_id=data["item_id"], method=data["method"], final_text=data["final_text"],
-               calls=[CallRecord(**c) for c in data["calls"]],
+               calls=[CallRecord(**{**c, "messages": tuple(c.get("messages") or ())}) for c in data["calls"]],
                node_texts={int(k): v for k, v in data.get("node_texts", {}).items()},
                extra=dict(data.get("extra", {})))

@@ -173,10 +173,29 @@ def write_ablation_tables(results_dir: str | pathlib.Path, out_dir: str | pathli
   return written
 
 
+def _sans_provenance(record: Mapping[str, Any] | pathlib.Path) -> str | None:
+  """The record (or the one a file holds) without its provenance, as canonical JSON (NaN compares equal)."""
+  if isinstance(record, pathlib.Path):
+    try:
+      record = json.loads(record.read_text())
+    except (OSError, json.JSONDecodeError):
+      return None
+    if not isinstance(record, dict):
+      return None
+  return json.dumps({k: v for k, v in record.items() if k != "provenance"}, sort_keys=True)
+
+
 def _write_pair(out_dir: str | pathlib.Path, name: str, record: Mapping[str, Any], markdown: str
                 ) -> list[pathlib.Path]:
-  """<out_dir>/<name>.json (the record) and <name>.md (its table), each written atomically."""
+  """<out_dir>/<name>.json (the record) and <name>.md (its table), each written atomically.
+
+  When the files there hold the same record but for its provenance (when and by which command or commit
+  it was last built), they are kept as they are: regenerating the report does not dirty committed files
+  when nothing but the time changed.
+  """
   out_dir = pathlib.Path(out_dir)
+  if (out_dir / f"{name}.md").exists() and _sans_provenance(out_dir / f"{name}.json") == _sans_provenance(record):
+    return []
   atomic_write_json(out_dir / f"{name}.json", record)
   atomic_write_text(out_dir / f"{name}.md", markdown)
   return [out_dir / f"{name}.json", out_dir / f"{name}.md"]

@@ -54,7 +54,7 @@ def preferences(records: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> d
 
 
 def policy_probabilities(records: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> dict[str, Any] | None:
-  """Mean normalised policy logits over the test queries (paper Fig. 4): per role and position, and pooled
+  """Mean policy probabilities (softmax of its logits) over the test queries (paper Fig. 4): per role and position, and pooled
   over roles for the proposer positions and the synthesizer. None when the traces carry none (older runs)."""
   with_probs = [r["trace"] for r in records if "policy_probs" in r["trace"]]
   if not with_probs:

@@ -70,8 +70,27 @@ def sweep_markdown(record: Mapping[str, Any]) -> str:
   return "\n".join(lines)
 
 
+# The paper's published figures per swept value (real LLMs; accuracy %, total test-split cost in USD or None):
+# Table 7 (K) and Table 6 (W), MMLU-Redux with the GPT-5-Mini pool (report/ablations.py PAPER).
+PAPER_SWEEPS = {("k_pool", "mmlu_redux", "gpt-5-mini"): ("table7", {"k50": 50, "": 200, "k500": 500}),
+                ("num_proposers", "mmlu_redux", "gpt-5-mini"): ("table6", {"": 2, "w6": 6, "w8": 8})}
+
+
+def paper_points(axis: str, flags: Mapping[str, Any]) -> dict[Any, tuple[float, float | None]]:
+  """Swept value -> the paper's (accuracy %, total cost USD or None), where the paper reports the sweep."""
+  from hieramas_jax.report.ablations import PAPER  # pylint: disable=import-outside-toplevel
+  key = (axis, flags.get("benchmark"), flags.get("pool"))
+  if key not in PAPER_SWEEPS:
+    return {}
+  table, values = PAPER_SWEEPS[key]
+  published = PAPER[table].get(key[1:], {})
+  return {v: published[tag] for tag, v in values.items() if tag in published}
+
+
 def sweep_figure(record: Mapping[str, Any]):
-  """Accuracy and cost per query against the swept flag (one line per value of any other grid flag)."""
+  """Accuracy (95% Wilson interval over the test queries) and cost per query against the swept flag (one
+  line per value of any other grid flag), the paper's published values beside them where it has them."""
+  from hieramas_jax.report.html import wilson_interval  # pylint: disable=import-outside-toplevel
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -86,13 +105,29 @@ def sweep_figure(record: Mapping[str, Any]):
   for key, rows in sorted(series.items(), key=lambda kv: str(kv[0])):
     rows = sorted(rows, key=lambda r: r["values"][axis])
     xs = [r["values"][axis] for r in rows]
-    label = ", ".join(f"{n}={v}" for n, v in zip(others, key)) or None
-    ax_acc.plot(xs, [r["accuracy"] for r in rows], "o-", label=label)
+    label = ", ".join(f"{n}={v}" for n, v in zip(others, key)) or "this suite"
+    acc = [r["accuracy"] for r in rows]
+    ci = [wilson_interval(round(r["accuracy"] * r["n"] / 100), r["n"]) if r.get("n") else (a, a)
+          for r, a in zip(rows, acc)]
+    ax_acc.errorbar(xs, acc, yerr=[[a - lo for a, (lo, _) in zip(acc, ci)], [hi - a for a, (_, hi) in zip(acc, ci)]],
+                    fmt="o-", capsize=3, label=f"{label} (95% interval)")
     ax_cost.plot(xs, [r["mean_cost_usd"] for r in rows], "o-", label=label)
-  ax_acc.set(xlabel=axis, ylabel="accuracy %", title="accuracy")
+  paper = paper_points(axis, record.get("flags") or {})
+  if paper:
+    xs = sorted(paper)
+    ax_acc.plot(xs, [paper[x][0] for x in xs], "s--", color="k", mfc="none", label="paper (real LLMs)")
+    n = next((r.get("n") for r in record["rows"] if r.get("n")), None)
+    costs = [(x, paper[x][1] / n) for x in xs if paper[x][1] is not None and n]
+    if costs:
+      ax_cost.plot([x for x, _ in costs], [c for _, c in costs], "s--", color="k", mfc="none",
+                   label="paper (total / n)")
+  for ax in (ax_acc, ax_cost):
+    ax.set_xticks(sorted(record["grid"][axis]))
+  ax_acc.set(xlabel=axis, ylabel="accuracy % (95% interval)", title="accuracy")
   ax_cost.set(xlabel=axis, ylabel="USD per query", title="inference cost")
-  if others and series:
+  if series or paper:
     ax_acc.legend(fontsize=7)
+    ax_cost.legend(fontsize=7)
   sim = record.get("backend") == "sim"
   fig.suptitle(f"Sweep {record['name']}" + (f" ({sim_title(record)})" if sim else ""))
   if not series:

@@ -1,0 +1,319 @@
+"""The sample browser: every test query of every cell, readable offline (`results/report/samples/`).
+
+`samples/index.html` lists the cells (Tables 1 and 3, and the HieraMAS results files of other runs);
+choosing one loads its data file `samples/cells/<id>.js` (a `<script>`, so the page works from file://
+with no server) and lists its queries, filtered by benchmark, pool, setting, method and correctness.
+A query shows, per method (two side by side), the gold answer, the extracted answer, the grade, cost,
+tokens, the MAS configuration (LLM per position, active roles, the graph) where the method has one,
+and every call: its position, model, prompt messages and response. Run directories written before
+traces kept prompts (or the gold answer) say "not recorded"; the gold answer then comes from the
+benchmark's data file.
+
+Each data file stores each distinct string once (prompts repeat across calls and items).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from typing import Any, Mapping
+
+from hieramas_jax.experiment.evaluate import read_traces
+from hieramas_jax.experiment.rundir import from_repo
+from hieramas_jax.report import paper
+
+_FIELDS = ("n_calls", "prompt_tokens", "completion_tokens", "cached_calls")
+
+
+def _load(path: pathlib.Path) -> Any | None:
+  try:
+    return json.loads(path.read_text())
+  except (OSError, json.JSONDecodeError):
+    return None
+
+
+def sample_cells(results: pathlib.Path) -> list[dict[str, Any]]:
+  """Every cell the browser shows: Table 1 and 3 cells, then HieraMAS results files of other run dirs."""
+  cells, seen = [], set()
+  for name in ("table1", "table3"):
+    record = _load(results / f"{name}.json") or {}
+    for key, c in sorted((record.get("cells") or {}).items()):
+      if c.get("run_dir") and c["run_dir"] not in seen:
+        seen.add(c["run_dir"])
+        cells.append({"key": key, "table": name, "method": c.get("label") or c.get("method"),
+                      "benchmark": c["benchmark"], "pool": c["pool"], "setting": c.get("setting", "main"),
+                      "seed": c.get("seed", 0), "run_dir": c["run_dir"]})
+  for f in sorted(results.glob("hieramas_*.json")):
+    r = _load(f)
+    if isinstance(r, dict) and r.get("run_dir") and r.get("benchmark") and r["run_dir"] not in seen:
+      seen.add(r["run_dir"])
+      label = r.get("method", "hieramas") + (f"-{r['tag']}" if r.get("tag") else "")
+      cells.append({"key": f.stem, "table": f.name, "method": label, "benchmark": r["benchmark"],
+                    "pool": r["pool"], "setting": r.get("setting", "main"), "seed": 0, "run_dir": r["run_dir"]})
+  for i, c in enumerate(cells):
+    c["id"] = f"{i:03d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", c["key"])[:80]
+  return cells
+
+
+class _Strings:
+  """Distinct strings of one data file, each stored once and named by its index."""
+
+  def __init__(self):
+    self.index: dict[str, int] = {}
+    self.values: list[str] = []
+
+  def __call__(self, s: str | None) -> int | None:
+    if s is None:
+      return None
+    if s not in self.index:
+      self.index[s] = len(self.values)
+      self.values.append(s)
+    return self.index[s]
+
+
+def _mas(extra: Mapping[str, Any]) -> dict[str, Any] | None:
+  """The MAS configuration a query ran (roles, LLM per position, active roles, edges), if any."""
+  config = extra.get("config")
+  if not isinstance(config, Mapping) or "nodes" not in config:
+    return None
+  active = extra.get("active_roles")
+  nodes = [{"role": n.get("role"), "proposers": n.get("proposers", []), "synthesizer": n.get("synthesizer"),
+            "active": active is None or j in active} for j, n in enumerate(config["nodes"])]
+  return {"nodes": nodes, "edges": config.get("edges", []), "decision_model": config.get("decision_model"),
+          "graph_kind": extra.get("graph_kind"), "graph_density": extra.get("graph_density")}
+
+
+def cell_data(cell: Mapping[str, Any]) -> dict[str, Any]:
+  """One cell's queries for the browser (strings interned); missing run dirs give no queries."""
+  from hieramas_jax.benchmarks import data as data_lib  # pylint: disable=import-outside-toplevel
+  run_dir = from_repo(cell["run_dir"])
+  strings = _Strings()
+  items_path = run_dir / "items.jsonl"
+  if not items_path.exists():
+    return {"strings": [], "items": [], "missing": f"{cell['run_dir']}/items.jsonl is not on this machine"}
+  traces = read_traces(run_dir)
+  try:
+    gold = data_lib.items_by_id(cell["benchmark"])
+  except Exception:  # pylint: disable=broad-except  # the data file may be absent: the traces may hold it
+    gold = {}
+  items = []
+  for line in items_path.read_text(encoding="utf-8").splitlines():
+    try:
+      rec = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    trace = traces.get(rec["item_id"])
+    source = gold.get(rec["item_id"])
+    target = (trace or {}).get("target", source.answer if source else None)
+    calls = []
+    for c in (trace or {}).get("calls", []):
+      msgs = c.get("messages")
+      calls.append({"position": c.get("position"), "role": c.get("role"), "model": c.get("model"),
+                    "node": c.get("node"), "text": strings(c.get("text")), "cost": c.get("cost_usd"),
+                    "pt": c.get("prompt_tokens"), "ct": c.get("completion_tokens"), "cached": c.get("cached"),
+                    "finish": c.get("finish_reason"),
+                    "messages": None if msgs is None else [[m["role"], strings(m["content"])] for m in msgs]})
+    summary = rec.get("trace") or {}
+    items.append({"id": rec["item_id"], "correct": rec["correct"], "extracted": rec.get("extracted"),
+                  "detail": rec.get("detail"), "target": strings(target), "cost": rec.get("cost_usd"),
+                  **{k: rec.get(k) for k in _FIELDS},
+                  "question": strings(source.question) if source else None,
+                  "final": strings((trace or {}).get("final_text")), "traced": trace is not None, "calls": calls,
+                  "mas": _mas((trace or {}).get("extra") or summary)})
+  return {"strings": strings.values, "items": items}
+
+
+def write_samples(results: str | pathlib.Path, out_dir: str | pathlib.Path) -> tuple[pathlib.Path, int]:
+  """samples/index.html and one data file per cell; returns the page and how many cells it lists."""
+  from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
+  results, out_dir = pathlib.Path(results), pathlib.Path(out_dir)
+  cells = sample_cells(results)
+  manifest = []
+  for cell in cells:
+    data = cell_data(cell)
+    atomic_write_text(out_dir / "cells" / f"{cell['id']}.js",
+                      f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {json.dumps(data, separators=(',', ':'))});\n")
+    manifest.append({**{k: cell[k] for k in ("id", "key", "table", "method", "benchmark", "pool", "setting",
+                                                "seed", "run_dir")},
+                     "title": paper.method_title(cell["method"]), "n": len(data["items"]),
+                     "n_correct": sum(it["correct"] for it in data["items"]), "missing": data.get("missing")})
+  path = out_dir / "index.html"
+  atomic_write_text(path, render_index(manifest))
+  return path, len(manifest)
+
+
+def render_index(manifest: list[dict[str, Any]]) -> str:
+  data = json.dumps(manifest).replace("</", "<\\/")
+  return PAGE.replace("/*MANIFEST*/", data)
+
+
+PAGE = r"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>hieramas-jax: sample browser</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; font-size: 14px; }
+header { background: #f4f4f4; padding: .6em 1em; border-bottom: 1px solid #ccc; }
+header label { margin-right: .8em; } select, input { font-size: 13px; max-width: 16em; }
+main { display: flex; height: calc(100vh - 90px); }
+#list { width: 300px; overflow-y: auto; border-right: 1px solid #ccc; margin: 0; padding: 0; list-style: none; }
+#list li { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; padding: 3px 8px; cursor: pointer; border-bottom: 1px solid #eee; font-family: monospace; font-size: 12px; }
+#list li.sel { background: #dbeafe; } #list li:hover { background: #eef; }
+#detail { flex: 1; overflow-y: auto; padding: .5em 1em; display: flex; gap: 1em; align-items: flex-start; }
+.col { flex: 1; min-width: 0; }
+.ok { color: #137333; font-weight: 600; } .bad { color: #c5221f; font-weight: 600; }
+pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: .4em; margin: .2em 0;
+      max-height: 24em; overflow-y: auto; font-size: 12px; }
+table.kv td { padding: 1px 6px; border-bottom: 1px solid #eee; vertical-align: top; }
+.missing { color: #a15c00; font-style: italic; }
+details { margin: .3em 0; border: 1px solid #e3e3e3; padding: .2em .4em; } summary { cursor: pointer; }
+.role { font-size: 11px; color: #555; text-transform: uppercase; }
+.inactive { color: #999; }
+</style></head><body>
+<header>
+<b>Sample browser</b> ·
+<label>setting <select id="setting"></select></label>
+<label>benchmark <select id="benchmark"></select></label>
+<label>pool <select id="pool"></select></label>
+<label>method <select id="method-a"></select></label>
+<label>beside <select id="method-b"></select></label>
+<label>show <select id="correct"><option value="all">all queries</option><option value="right">A right</option>
+<option value="wrong">A wrong</option><option value="differ">A and B differ</option></select></label>
+<label>id <input id="search" size="14" placeholder="filter ids"></label>
+<span id="status"></span>
+<div><small><a href="../index.html">back to the report</a> · A: the method; B: the method beside it (same
+query). Prompts of runs made before traces kept them are "not recorded".</small></div>
+</header>
+<main><ul id="list"></ul><div id="detail"><p>Choose a query.</p></div></main>
+<script>
+"use strict";
+const CELLS = /*MANIFEST*/;
+const DATA = {}, WAITING = {};
+window.SAMPLES_LOADED = (id, data) => { DATA[id] = data; (WAITING[id] || []).forEach(f => f(data)); };
+function load(cell) {
+  if (!cell) return Promise.resolve(null);
+  if (DATA[cell.id]) return Promise.resolve(DATA[cell.id]);
+  return new Promise((resolve, reject) => {
+    (WAITING[cell.id] = WAITING[cell.id] || []).push(resolve);
+    if (WAITING[cell.id].length > 1) return;
+    const s = document.createElement("script");
+    s.src = "cells/" + encodeURIComponent(cell.id) + ".js";
+    s.onerror = () => reject(new Error("cannot load " + s.src));
+    document.head.appendChild(s);
+  });
+}
+const $ = id => document.getElementById(id);
+const esc = s => String(s).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
+function fill(sel, values, keep, none) {
+  const old = keep ? sel.value : null;
+  sel.innerHTML = (none ? '<option value="">(none)</option>' : "") +
+    values.map(v => `<option value="${esc(v[0])}">${esc(v[1])}</option>`).join("");
+  if (old !== null && values.some(v => v[0] === old)) sel.value = old;
+}
+const uniq = xs => [...new Set(xs)];
+function cellOf(method) {
+  return CELLS.find(c => c.setting === $("setting").value && c.benchmark === $("benchmark").value &&
+                         c.pool === $("pool").value && c.method === method);
+}
+function refreshSelectors() {
+  fill($("setting"), uniq(CELLS.map(c => c.setting)).map(v => [v, v]), true);
+  const inSetting = CELLS.filter(c => c.setting === $("setting").value);
+  fill($("benchmark"), uniq(inSetting.map(c => c.benchmark)).map(v => [v, v]), true);
+  const inBench = inSetting.filter(c => c.benchmark === $("benchmark").value);
+  fill($("pool"), uniq(inBench.map(c => c.pool)).map(v => [v, v]), true);
+  const here = inBench.filter(c => c.pool === $("pool").value);
+  const methods = here.map(c => [c.method, `${c.title} (${c.n_correct}/${c.n})`]);
+  fill($("method-a"), methods, true);
+  fill($("method-b"), methods, true, true);
+}
+let current = {a: null, b: null, q: null};
+async function refresh() {
+  refreshSelectors();
+  const ca = cellOf($("method-a").value), cb = $("method-b").value ? cellOf($("method-b").value) : null;
+  $("status").textContent = "loading…";
+  const [a, b] = await Promise.all([load(ca), load(cb)]);
+  current = {a, b, ca, cb, q: current.q};
+  $("status").textContent = a ? `${a.items.length} queries` + (a.missing ? ` (${a.missing})` : "") : "";
+  renderList();
+}
+function byId(d) { const m = {}; if (d) d.items.forEach(it => m[it.id] = it); return m; }
+function renderList() {
+  const {a, b} = current; if (!a) { $("list").innerHTML = ""; return; }
+  const bm = byId(b), f = $("correct").value, s = $("search").value.trim();
+  const rows = a.items.filter(it => {
+    const other = bm[it.id];
+    if (s && !it.id.includes(s)) return false;
+    if (f === "right") return it.correct; if (f === "wrong") return !it.correct;
+    if (f === "differ") return other && other.correct !== it.correct;
+    return true;
+  });
+  $("list").innerHTML = rows.map(it => {
+    const o = bm[it.id], mark = x => x ? '<span class="ok">✓</span>' : '<span class="bad">✗</span>';
+    return `<li data-id="${esc(it.id)}"${it.id === current.q ? ' class="sel"' : ""}>${mark(it.correct)}` +
+      `${o ? mark(o.correct) : ""} ${esc(it.id)}</li>`;
+  }).join("");
+  $("status").textContent = `${rows.length} of ${a.items.length} queries`;
+}
+function str(d, i) { return i === null || i === undefined ? null : d.strings[i]; }
+function block(text, missingWhat) {
+  return text === null ? `<p class="missing">${esc(missingWhat)}: not recorded</p>` : `<pre>${esc(text)}</pre>`;
+}
+function graphSvg(mas) {
+  const n = mas.nodes.length, r = 70, cx = 110, cy = 95;
+  const pos = mas.nodes.map((_, k) => [cx + r * Math.cos(2 * Math.PI * k / n - Math.PI / 2),
+                                      cy + r * Math.sin(2 * Math.PI * k / n - Math.PI / 2)]);
+  const edges = mas.edges.map(([i, j]) => `<line x1="${pos[i][0]}" y1="${pos[i][1]}" x2="${pos[j][0]}" ` +
+    `y2="${pos[j][1]}" stroke="#555" marker-end="url(#arrow)"/>`).join("");
+  const nodes = mas.nodes.map((nd, k) => `<circle cx="${pos[k][0]}" cy="${pos[k][1]}" r="9" ` +
+    `fill="${nd.active ? "#1f77b4" : "#ccc"}"/><text x="${pos[k][0]}" y="${pos[k][1] - 12}" font-size="9" ` +
+    `text-anchor="middle" fill="${nd.active ? "#222" : "#999"}">${esc(nd.role || k)}</text>`).join("");
+  return `<svg width="220" height="190" role="img" aria-label="graph"><defs><marker id="arrow" viewBox="0 0 10 10" ` +
+    `refX="19" refY="5" markerWidth="5" markerHeight="5" orient="auto"><path d="M0,0L10,5L0,10z" fill="#555"/>` +
+    `</marker></defs>${edges}${nodes}</svg>`;
+}
+function masHtml(mas) {
+  if (!mas) return "";
+  const rows = mas.nodes.map((nd, k) => `<tr class="${nd.active ? "" : "inactive"}"><td>${k}</td>` +
+    `<td>${esc(nd.role || "")}${nd.active ? "" : " (inactive)"}</td><td>${esc(nd.proposers.join(", "))}</td>` +
+    `<td>${esc(nd.synthesizer || "")}</td></tr>`).join("");
+  return `<h4>Configuration</h4><table class="kv" data-mas><tr><th>#</th><th>role</th><th>proposers</th>` +
+    `<th>synthesizer</th></tr>${rows}</table><p>decision: ${esc(mas.decision_model || "")}` +
+    (mas.graph_kind ? ` · graph ${esc(mas.graph_kind)}` : "") +
+    (mas.graph_density !== null && mas.graph_density !== undefined ? ` · density ${(+mas.graph_density).toFixed(2)}` : "") +
+    ` · edges ${esc(JSON.stringify(mas.edges))}</p>${graphSvg(mas)}`;
+}
+function column(d, cell, it) {
+  if (!it) return `<div class="col"><h3>${esc(cell.title)}</h3><p class="missing">no such query in this cell</p></div>`;
+  const calls = it.calls || [];
+  const callHtml = calls.map((c, k) => {
+    const msgs = c.messages === null ? '<p class="missing">prompt messages: not recorded</p>' :
+      c.messages.map(([role, i]) => `<div class="role">${esc(role)}</div><pre>${esc(str(d, i))}</pre>`).join("");
+    return `<details data-call><summary>call ${k + 1}: ${esc(c.position)} · ${esc(c.model)}` +
+      `${c.role ? " · " + esc(c.role) : ""} · $${(+c.cost).toFixed(6)} · ${c.pt}+${c.ct} tokens` +
+      `${c.cached ? " · cached" : ""}${c.finish && c.finish !== "stop" ? " · " + esc(c.finish) : ""}</summary>` +
+      `<h5>prompt</h5>${msgs}<h5>response</h5><pre data-response>${esc(str(d, c.text))}</pre></details>`;
+  }).join("");
+  return `<div class="col" data-method="${esc(cell.method)}"><h3>${esc(cell.title)} ` +
+    `<span class="${it.correct ? "ok" : "bad"}" data-grade>${it.correct ? "correct" : "wrong"}</span></h3>` +
+    `<table class="kv"><tr><td>gold answer</td><td data-gold>${esc(str(d, it.target) ?? "not recorded")}</td></tr>` +
+    `<tr><td>extracted</td><td data-extracted>${esc(it.extracted ?? "(none)")}</td></tr>` +
+    `<tr><td>grader</td><td>${esc(it.detail || "")}</td></tr>` +
+    `<tr><td>cost</td><td>$${(+it.cost).toFixed(6)} · ${it.n_calls} calls (${it.cached_calls} cached)</td></tr>` +
+    `<tr><td>tokens</td><td>${it.prompt_tokens} prompt + ${it.completion_tokens} completion</td></tr></table>` +
+    masHtml(it.mas) + `<h4>Final text</h4>${block(str(d, it.final), "final text")}` +
+    `<h4>Calls (${calls.length})</h4>${it.traced ? callHtml : '<p class="missing">calls: not recorded</p>'}</div>`;
+}
+function show(id) {
+  current.q = id;
+  const {a, b, ca, cb} = current, ia = byId(a)[id];
+  document.querySelectorAll("#list li").forEach(li => li.classList.toggle("sel", li.dataset.id === id));
+  const q = ia ? str(a, ia.question) : null;
+  $("detail").innerHTML = `<div style="width:100%"><h2>${esc(id)}</h2>${block(q, "question")}` +
+    `<div style="display:flex;gap:1em">${column(a, ca, ia)}${b ? column(b, cb, byId(b)[id]) : ""}</div></div>`;
+}
+$("list").addEventListener("click", e => { const li = e.target.closest("li"); if (li) show(li.dataset.id); });
+["setting", "benchmark", "pool", "method-a", "method-b"].forEach(k => $(k).addEventListener("change", refresh));
+["correct", "search"].forEach(k => $(k).addEventListener("input", renderList));
+$("correct").addEventListener("change", renderList);
+refresh();
+</script></body></html>
+"""
