@@ -247,12 +247,14 @@ def figure3_section(page: Page, results: pathlib.Path) -> str:
     fig, axes = plt.subplots(1, len(top) + 1, figsize=(2.3 * (len(top) + 1) + 1.5, 2.8),
                              gridspec_kw={"width_ratios": [1] * len(top) + [1.5]})
     total = r.get("n") or sum(t["count"] for t in top)
-    for ax, t in zip(axes, top):
-      _draw_graph(ax, n_nodes, t["edges"], f"#{t['index']}: {t['count']}/{total} queries\ndensity {t['density']:.2f}")
+    # Labelled by rank: with per-query candidates a graph has no index shared by the queries.
+    names = [f"G{i + 1}" for i in range(len(top))]
+    for ax, t, name in zip(axes, top, names):
+      _draw_graph(ax, n_nodes, t["edges"], f"{name}: {t['count']}/{total} queries\ndensity {t['density']:.2f}")
     jac = jaccard_matrix([t["edges"] for t in top])
     im = axes[-1].imshow(jac, vmin=0, vmax=1, cmap="viridis")
-    axes[-1].set_xticks(range(len(top)), [f"#{t['index']}" for t in top], fontsize=6, rotation=45)
-    axes[-1].set_yticks(range(len(top)), [f"#{t['index']}" for t in top], fontsize=6)
+    axes[-1].set_xticks(range(len(top)), names, fontsize=6, rotation=45)
+    axes[-1].set_yticks(range(len(top)), names, fontsize=6)
     for i in range(len(top)):
       for j in range(len(top)):
         axes[-1].text(j, i, f"{jac[i, j]:.2f}", ha="center", va="center", fontsize=5,
