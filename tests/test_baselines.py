@@ -28,11 +28,37 @@ MMLU = load_items("mmlu_redux")[0]
 
 
 def _gcn_reference(x, adj, kernel, bias):
-  """Kipf-Welling by hand: D^-1/2 (A + I) D^-1/2 (X W + b)."""
+  """PyG GCNConv by hand (adj[i, j]: edge i -> j): out_j = sum_i (A + I)[i, j] x_i W / sqrt(d_i d_j) + b, with
+  d the in-degree + 1."""
   a_hat = adj + np.eye(adj.shape[0])
-  d = a_hat.sum(1)
+  d = a_hat.sum(0)
   norm = a_hat / np.sqrt(d[:, None] * d[None, :])
-  return norm @ (x @ kernel + bias)
+  return norm.T @ (x @ kernel) + bias
+
+
+def _log_softmax(h):
+  h = h - h.max(1, keepdims=True)
+  return h - np.log(np.exp(h).sum(1, keepdims=True))
+
+
+def test_gdesigner_anchor_is_the_prompt_sets_role_connections():
+  roles = ("Mathematical Analyst", "Math Solver", "Inspector")
+  senders, receivers = gd.anchor_edges(roles, "math")
+  # gsm8k_prompt_set.py's connections among these three roles (its Programming Expert left out).
+  assert sorted(zip(senders.tolist(), receivers.tolist())) == [(0, 1), (0, 2), (2, 0), (2, 1)]
+  chain = gd.anchor_edges(roles, "math", "chain")
+  assert sorted(zip(*map(np.ndarray.tolist, chain))) == [(0, 1), (1, 0), (1, 2), (2, 1)]
+  from hieramas_jax.mas.roles import roles_for  # pylint: disable=import-outside-toplevel
+  for benchmark, count in (("mmlu_redux", 27), ("math", 4), ("humaneval_plus", 10)):
+    names = roles_for(benchmark)
+    s, r = gd.anchor_edges(names, benchmark)
+    pairs = set(zip(s.tolist(), r.tolist()))
+    assert len(pairs) == len(s) == count and all(a != b for a, b in pairs), benchmark
+    assert set(s.tolist()) | set(r.tolist()) == set(range(len(names))), benchmark  # every role is connected
+  mmlu = roles_for("mmlu_redux")
+  s, r = gd.anchor_edges(mmlu, "mmlu_redux")
+  expert = mmlu.index("Knowlegable Expert")
+  assert sorted(r[s == expert].tolist()) == sorted(set(range(8)) - {expert})  # the expert feeds every other role
 
 
 def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
@@ -41,12 +67,16 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   query = rng.normal(size=(1, 4)).astype(np.float32)
   net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2)
   params = gd.init_params(jax.random.key(1), net, role, 4)
-  probs = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), net=net))[0]
+  params = jax.tree_util.tree_map(lambda a: a + 0.1, params)  # nonzero biases, so their placement is tested
+  roles = ("Mathematical Analyst", "Math Solver", "Inspector")
+  edges = gd.anchor_edges(roles, "math")
+  probs = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query, edges), net=net))[0]
   p = jax.tree_util.tree_map(np.asarray, params)
-  chain = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], np.float64)  # the anchor: roles in a chain
+  anchor = np.zeros((3, 3))
+  anchor[edges[0], edges[1]] = 1  # directed: 0 -> 1, 0 -> 2, 2 -> 0, 2 -> 1
   x = np.concatenate([role, np.repeat(query, 3, 0)], 1)
-  h = np.maximum(_gcn_reference(x, chain, p["gcn1"]["kernel"], p["gcn1"]["bias"]), 0)
-  h = _gcn_reference(h, chain, p["gcn2"]["kernel"], p["gcn2"]["bias"])
+  h = np.maximum(_gcn_reference(x, anchor, p["gcn1"]["kernel_map"]["kernel"], p["gcn1"]["bias"]), 0)
+  h = _log_softmax(_gcn_reference(h, anchor, p["gcn2"]["kernel_map"]["kernel"], p["gcn2"]["bias"]))
   z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0)
   z = z @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
   s = z @ z.T
@@ -56,13 +86,13 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   top = 1 / (1 + math.exp(-1))
   assert probs.min() == pytest.approx(1 - top, rel=1e-5) and probs.max() == pytest.approx(top, rel=1e-5)  # [0.27, 0.73]
   unit_net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2, edge_range="unit")
-  np.testing.assert_allclose(gd.edge_probs(params, gd.query_graphs(role, query), net=unit_net)[0],
+  np.testing.assert_allclose(gd.edge_probs(params, gd.query_graphs(role, query, edges), net=unit_net)[0],
                              1 / (1 + np.exp(-unit)), rtol=1e-5, atol=1e-6)
   # Training mode drops GCN features (reference dropout 0.5): other probabilities, the same for the same key.
   key = jax.random.key(7)
-  train = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+  train = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query, edges), key, net=net))
   assert not np.allclose(train[0], probs)
-  np.testing.assert_array_equal(train, gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+  np.testing.assert_array_equal(train, gd.edge_probs(params, gd.query_graphs(role, query, edges), key, net=net))
 
 
 def test_gdesigner_trains_only_the_gcn_as_the_reference_optimizer_does():

@@ -53,6 +53,8 @@ class GDesignerConfig:
     dropout: GCN dropout while training (reference 0.5).
     edge_range: edge scores min-max normalised to "symmetric" [-1, 1] (reference) or "unit" [0, 1].
     train_params: "gcn" (reference: the optimizer holds only the GCN's parameters) or "all".
+    anchor: the GCN's anchor graph: "roles" (reference: the prompt set's role connections,
+      `model.ROLE_CONNECTIONS`) or "chain" (the roles in a chain, both directions; the earlier variant).
   """
 
   iterations: int = 10
@@ -64,8 +66,11 @@ class GDesignerConfig:
   dropout: float = 0.5
   edge_range: str = "symmetric"
   train_params: str = "gcn"
+  anchor: str = "roles"
 
   def __post_init__(self):
+    if self.anchor not in model.ANCHORS:
+      raise ValueError(f"gdesigner anchor must be one of {model.ANCHORS}, got {self.anchor!r}")
     if self.edge_range not in model.EDGE_RANGES or self.train_params not in model.TRAIN_PARAMS:
       raise ValueError(f"gdesigner edge_range must be one of {model.EDGE_RANGES} and train_params one of "
                        f"{model.TRAIN_PARAMS}; got {self.edge_range!r}, {self.train_params!r}")
@@ -89,6 +94,7 @@ class GDesigner:
     self.roles = roles.roles_for(benchmark)
     self.net = model.TopologyNet(num_nodes=len(self.roles), temperature=config.temperature, dropout=config.dropout,
                                  edge_range=config.edge_range)
+    self.anchor = model.anchor_edges(self.roles, benchmark, config.anchor)
     self.params = None
     self._role_emb: np.ndarray | None = None
     self.queries = QueryEmbeddings(config.encoder)
@@ -109,7 +115,7 @@ class GDesigner:
             "step": jnp.int32(0)}
 
   def _probs(self, query_emb: np.ndarray, dropout_rng=None) -> np.ndarray:
-    graph = model.query_graphs(self._role_embeddings(), query_emb)
+    graph = model.query_graphs(self._role_embeddings(), query_emb, self.anchor)
     return np.asarray(model.edge_probs(self.params, graph, dropout_rng, net=self.net))
 
   def _rounds_config(self, adjs: Sequence[np.ndarray], strong: str) -> RoundsConfig:
@@ -151,9 +157,9 @@ class GDesigner:
       utility = jnp.asarray(solved, jnp.float32)
       considered = jnp.asarray(np.stack([d[1].considered for d in draws]))
       chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
+      graph = model.query_graphs(self._role_embeddings(), query_emb, self.anchor)
       new_state, loss = await off_loop(
-          model.train_step, state, model.query_graphs(self._role_embeddings(), query_emb), considered, chosen,
-          utility, dropout_rng, net=self.net, lr=self.config.lr, train_params=self.config.train_params)
+          model.train_step, state, graph, considered, chosen, utility, dropout_rng, net=self.net, lr=self.config.lr, train_params=self.config.train_params)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"gdesigner: non-finite loss at step {step}")
       state = new_state
