@@ -333,3 +333,39 @@ def test_masrouter_samples_its_agents_at_the_public_codes_temperature():
   cooler.params = router.params
   asyncio.run(cooler.solve(RunContext(client, get_pool("gpt-5-mini"), seed=0), MMLU))
   assert {c["temperature"] for c in client.calls} == {0.2}
+
+
+def test_gdesigner_humaneval_tools_run_code_on_the_docstring_examples_and_tell_the_readers():
+  from hieramas_jax.methods.gdesigner.method import docstring_check
+  item = items_by_id("humaneval_plus")["HumanEval/0"]
+  wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```"
+  right = "```python\n" + item.question + item.answer + "\n```"
+
+  def answer(model, messages, s):
+    system = messages[0]["content"]
+    return wrong if "Project Manager" in system else right if "Programming Expert" in system else "no code here"
+  agents = tuple(RoundAgent(r, "gpt-5-mini") for r in ("Project Manager", "Programming Expert", "Test Analyst"))
+  spatial = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
+  config = RoundsConfig(agents, (spatial,), (np.zeros((3, 3), bool),), "gpt-5-mini")
+  client = FakeClient(answer)
+  trace = asyncio.run(run_rounds(client, item, config, code_check=docstring_check(item)))
+  # PM's failing code reaches the Programming Expert with its result; the Test Analyst reads passing code
+  # and returns it without a call (the reference's shortcut); the decision sees both results.
+  expert = next(c for c in client.calls if "Programming Expert" in c["messages"][0]["content"])
+  assert "Whether it passes internal testing? False." in expert["messages"][1]["content"]
+  assert "should be" in expert["messages"][1]["content"]
+  assert len(client.calls) == 3 and trace.node_texts[2] == right and trace.extra["code_shortcuts"] == [
+      {"round": 0, "node": 2}]
+  decision = client.calls[-1]["messages"]
+  assert "passed internal testing" in decision[0]["content"]
+  assert "Whether it passes internal testing? True." in decision[1]["content"]
+  assert "Whether it passes internal testing? False." in decision[1]["content"]
+  # Without the tools nothing runs, every agent calls, and the decision prompt does not speak of tests.
+  plain = FakeClient(answer)
+  asyncio.run(run_rounds(plain, item, config))
+  assert len(plain.calls) == 4 and "internal testing" not in "".join(
+      m["content"] for c in plain.calls for m in c["messages"])
+  # Only HumanEval+ items with docstring examples get a check; text that is not one code block is not run.
+  assert docstring_check(MMLU) is None
+  assert asyncio.run(docstring_check(item)("no code here")) is None
+  assert asyncio.run(docstring_check(item)(right)) == (True, "")
