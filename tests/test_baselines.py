@@ -369,3 +369,25 @@ def test_gdesigner_humaneval_tools_run_code_on_the_docstring_examples_and_tell_t
   assert docstring_check(MMLU) is None
   assert asyncio.run(docstring_check(item)("no code here")) is None
   assert asyncio.run(docstring_check(item)(right)) == (True, "")
+
+
+def test_masrouter_mode_instructions_are_the_public_codes_word_for_word():
+  from hieramas_jax.mas.rounds import REFLECT_SYSTEM, agent_messages
+  from hieramas_jax.methods.masrouter.method import MODES
+  expected = {  # MAR/Prompts/reasoning.py, reasoning_prompt
+      "IO": "", "CoT": "Please give step by step answers to the questions.", "Chain": "", "FullConnected": "",
+      "Debate": "Please try your best to give answers that are different or opposite to those of other agents.",
+      "Reflection": ""}
+  router = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0)
+  for m, (name, _) in enumerate(MODES):
+    choices = mr.Choices(*(jnp.asarray([v]) for v in (m, 2)), jnp.zeros((1, 6), jnp.int32),
+                         jnp.zeros((1, 6), jnp.int32))
+    mode, config = router.system(choices, 0)
+    assert mode == name and config.reasoning == expected[name] and not config.cot
+    system, user = (msg["content"] for msg in agent_messages(MMLU, config.agents[0], [], [], cot=config.cot,
+                                                              reasoning=config.reasoning))
+    assert system == "\n".join(filter(None, [system.split("\n")[0], expected[name]]))
+    assert "Let's think step by step." not in user
+  assert dict(MODES)["Debate"].startswith("In multi-agent debate reasoning, multiple agents engage in a structured")
+  assert REFLECT_SYSTEM.endswith("no errors in your previous answers that will affect the results, there is no "
+                                 "need to correct them.")

@@ -38,9 +38,10 @@ from hieramas_jax.mas.trace import DECISION_NODE, CallRecord, Trace
 # text -> (passed, feedback) when `text` is code the check could run, else None.
 CodeCheck = Callable[[str], Awaitable[Optional[tuple[bool, str]]]]
 
+# MASRouter's Reflection post-description (`MAR/Agent/agent.py`), word for word.
 REFLECT_SYSTEM = ("Reflect on possible errors in the answer above and answer again using the same format. If "
-                  "you think there are no errors in your previous answer that will affect the result, there is "
-                  "no need to correct it.")
+                  "you think there are no errors in your previous answers that will affect the results, there is "
+                  "no need to correct them.")
 
 
 @dataclasses.dataclass(frozen=True)
