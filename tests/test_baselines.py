@@ -391,3 +391,21 @@ def test_masrouter_mode_instructions_are_the_public_codes_word_for_word():
   assert dict(MODES)["Debate"].startswith("In multi-agent debate reasoning, multiple agents engage in a structured")
   assert REFLECT_SYSTEM.endswith("no errors in your previous answers that will affect the results, there is no "
                                  "need to correct them.")
+
+
+def test_docstring_example_results_are_cached_and_a_tampered_entry_is_rerun(tmp_path, monkeypatch):
+  from hieramas_jax.benchmarks import sandbox
+  from hieramas_jax.benchmarks.sandbox import assemble_program
+  from hieramas_jax.methods.aflow import execute
+  monkeypatch.setattr(execute, "cache_dir", lambda: tmp_path)
+  item = items_by_id("humaneval_plus")["HumanEval/0"]
+  program = assemble_program(item, "    return True\n")
+  first = asyncio.run(execute.run_examples(item, program))
+  path = execute._examples_cache_path(item, program, sandbox.isolation().mode)  # pylint: disable=protected-access
+  assert first[0] is False and path.exists()
+  runs = []
+  real = execute._run_examples  # pylint: disable=protected-access
+  monkeypatch.setattr(execute, "_run_examples", lambda *a: runs.append(a) or real(*a))
+  assert asyncio.run(execute.run_examples(item, program)) == first and not runs  # replayed
+  path.write_text(path.read_text().replace('"passed": false', '"passed": true'))
+  assert asyncio.run(execute.run_examples(item, program)) == first and len(runs) == 1  # tampered: rerun
