@@ -15,9 +15,9 @@ Note that a spanning tree already has density 2/N, so for small N (MATH: 3 roles
 are trees.
 
 `make_pool` is one pool shared by a whole test split; `per_query_pool` draws one query's K (the
-reference's inference). The pool is one padded batch: adjacency [K, Nmax, Nmax] bool (adjacency[k, i, j]: i's output goes
-to j), node_mask [K, Nmax], graph_mask [K] (False for padding graphs), density [K], kind [K]
-(0 random, 1 chain, 2 star, 3 full).
+reference's inference). The pool is one padded batch: adjacency [K, Nmax, Nmax] bool (adjacency[k, i, j]:
+i's output goes to j), node_mask [K, Nmax], graph_mask [K] (False for padding graphs and masked
+duplicates), density [K], kind [K] (0 random, 1 chain, 2 star, 3 full).
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ class GDesigner:
       chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
       graph = model.query_graphs(self._role_embeddings(), query_emb, self.anchor)
       new_state, loss = await off_loop(
-          model.train_step, state, graph, considered, chosen, utility, dropout_rng, net=self.net, lr=self.config.lr, train_params=self.config.train_params)
+          model.train_step, state, graph, considered, chosen, utility, dropout_rng, net=self.net, lr=self.config.lr,
+          train_params=self.config.train_params)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"gdesigner: non-finite loss at step {step}")
       state = new_state

@@ -75,8 +75,9 @@ ROLE_CONNECTIONS: dict[str, tuple[tuple[str, str], ...]] = {
         ("Inspector", "Mathematical Analyst")),
     "humaneval_plus": (
         ("Project Manager", "Algorithm Designer"), ("Algorithm Designer", "Programming Expert"),
-        ("Programming Expert", "Test Analyst"), ("Test Analyst", "Bug Fixer"), ("Algorithm Designer", "Project Manager"),
-        ("Programming Expert", "Bug Fixer"), ("Bug Fixer", "Programming Expert"), ("Test Analyst", "Programming Expert"),
+        ("Programming Expert", "Test Analyst"), ("Test Analyst", "Bug Fixer"),
+        ("Algorithm Designer", "Project Manager"), ("Programming Expert", "Bug Fixer"),
+        ("Bug Fixer", "Programming Expert"), ("Test Analyst", "Programming Expert"),
         ("Algorithm Designer", "Test Analyst"), ("Project Manager", "Programming Expert")),
 }
 ANCHORS = ("roles", "chain")

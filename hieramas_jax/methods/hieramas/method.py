@@ -6,8 +6,8 @@ item id; or "greedy", argmax per position with skip included), the classifier sc
 DAGs in one jitted call, G* = argmax, and the MAS runs once. The candidates (config `graph_pool`):
 "per_query" (reference) draws K random DAGs for each query, seeded by the run seed and the item id
 (`graph_pool.per_query_pool`; one compiled shape [K, N, N] for every query); "shared" scores one pool,
-prepared once, for the whole split (`gcn.score_prepared`). With `consensus`, an answer every active role shares is final (reference). The
-runner (`experiment.evaluate`) grades.
+prepared once, for the whole split (`gcn.score_prepared`). With `consensus`, an answer every active role
+shares is final (reference). The runner (`experiment.evaluate`) grades.
 
 Stage 1 and stage-2 data use `stage1_proposers` proposer positions (reference: 6 on MMLU-Redux);
 inference fills `num_proposers` slots from the rotation, so the two may differ.
