@@ -28,11 +28,37 @@ MMLU = load_items("mmlu_redux")[0]
 
 
 def _gcn_reference(x, adj, kernel, bias):
-  """Kipf-Welling by hand: D^-1/2 (A + I) D^-1/2 (X W + b)."""
+  """PyG GCNConv by hand (adj[i, j]: edge i -> j): out_j = sum_i (A + I)[i, j] x_i W / sqrt(d_i d_j) + b, with
+  d the in-degree + 1."""
   a_hat = adj + np.eye(adj.shape[0])
-  d = a_hat.sum(1)
+  d = a_hat.sum(0)
   norm = a_hat / np.sqrt(d[:, None] * d[None, :])
-  return norm @ (x @ kernel + bias)
+  return norm.T @ (x @ kernel) + bias
+
+
+def _log_softmax(h):
+  h = h - h.max(1, keepdims=True)
+  return h - np.log(np.exp(h).sum(1, keepdims=True))
+
+
+def test_gdesigner_anchor_is_the_prompt_sets_role_connections():
+  roles = ("Mathematical Analyst", "Math Solver", "Inspector")
+  senders, receivers = gd.anchor_edges(roles, "math")
+  # gsm8k_prompt_set.py's connections among these three roles (its Programming Expert left out).
+  assert sorted(zip(senders.tolist(), receivers.tolist())) == [(0, 1), (0, 2), (2, 0), (2, 1)]
+  chain = gd.anchor_edges(roles, "math", "chain")
+  assert sorted(zip(*map(np.ndarray.tolist, chain))) == [(0, 1), (1, 0), (1, 2), (2, 1)]
+  from hieramas_jax.mas.roles import roles_for  # pylint: disable=import-outside-toplevel
+  for benchmark, count in (("mmlu_redux", 27), ("math", 4), ("humaneval_plus", 10)):
+    names = roles_for(benchmark)
+    s, r = gd.anchor_edges(names, benchmark)
+    pairs = set(zip(s.tolist(), r.tolist()))
+    assert len(pairs) == len(s) == count and all(a != b for a, b in pairs), benchmark
+    assert set(s.tolist()) | set(r.tolist()) == set(range(len(names))), benchmark  # every role is connected
+  mmlu = roles_for("mmlu_redux")
+  s, r = gd.anchor_edges(mmlu, "mmlu_redux")
+  expert = mmlu.index("Knowlegable Expert")
+  assert sorted(r[s == expert].tolist()) == sorted(set(range(8)) - {expert})  # the expert feeds every other role
 
 
 def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
@@ -41,12 +67,16 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   query = rng.normal(size=(1, 4)).astype(np.float32)
   net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2)
   params = gd.init_params(jax.random.key(1), net, role, 4)
-  probs = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), net=net))[0]
+  params = jax.tree_util.tree_map(lambda a: a + 0.1, params)  # nonzero biases, so their placement is tested
+  roles = ("Mathematical Analyst", "Math Solver", "Inspector")
+  edges = gd.anchor_edges(roles, "math")
+  probs = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query, edges), net=net))[0]
   p = jax.tree_util.tree_map(np.asarray, params)
-  chain = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], np.float64)  # the anchor: roles in a chain
+  anchor = np.zeros((3, 3))
+  anchor[edges[0], edges[1]] = 1  # directed: 0 -> 1, 0 -> 2, 2 -> 0, 2 -> 1
   x = np.concatenate([role, np.repeat(query, 3, 0)], 1)
-  h = np.maximum(_gcn_reference(x, chain, p["gcn1"]["kernel"], p["gcn1"]["bias"]), 0)
-  h = _gcn_reference(h, chain, p["gcn2"]["kernel"], p["gcn2"]["bias"])
+  h = np.maximum(_gcn_reference(x, anchor, p["gcn1"]["kernel_map"]["kernel"], p["gcn1"]["bias"]), 0)
+  h = _log_softmax(_gcn_reference(h, anchor, p["gcn2"]["kernel_map"]["kernel"], p["gcn2"]["bias"]))
   z = np.maximum(h @ p["mlp_hidden"]["kernel"] + p["mlp_hidden"]["bias"], 0)
   z = z @ p["mlp_out"]["kernel"] + p["mlp_out"]["bias"]
   s = z @ z.T
@@ -56,13 +86,13 @@ def test_gdesigner_edge_probabilities_match_a_hand_written_gcn():
   top = 1 / (1 + math.exp(-1))
   assert probs.min() == pytest.approx(1 - top, rel=1e-5) and probs.max() == pytest.approx(top, rel=1e-5)  # [0.27, 0.73]
   unit_net = gd.TopologyNet(num_nodes=3, gcn_hidden=5, gcn_out=4, mlp_hidden=3, mlp_out=2, edge_range="unit")
-  np.testing.assert_allclose(gd.edge_probs(params, gd.query_graphs(role, query), net=unit_net)[0],
+  np.testing.assert_allclose(gd.edge_probs(params, gd.query_graphs(role, query, edges), net=unit_net)[0],
                              1 / (1 + np.exp(-unit)), rtol=1e-5, atol=1e-6)
   # Training mode drops GCN features (reference dropout 0.5): other probabilities, the same for the same key.
   key = jax.random.key(7)
-  train = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+  train = np.asarray(gd.edge_probs(params, gd.query_graphs(role, query, edges), key, net=net))
   assert not np.allclose(train[0], probs)
-  np.testing.assert_array_equal(train, gd.edge_probs(params, gd.query_graphs(role, query), key, net=net))
+  np.testing.assert_array_equal(train, gd.edge_probs(params, gd.query_graphs(role, query, edges), key, net=net))
 
 
 def test_gdesigner_trains_only_the_gcn_as_the_reference_optimizer_does():
@@ -303,3 +333,79 @@ def test_masrouter_samples_its_agents_at_the_public_codes_temperature():
   cooler.params = router.params
   asyncio.run(cooler.solve(RunContext(client, get_pool("gpt-5-mini"), seed=0), MMLU))
   assert {c["temperature"] for c in client.calls} == {0.2}
+
+
+def test_gdesigner_humaneval_tools_run_code_on_the_docstring_examples_and_tell_the_readers():
+  from hieramas_jax.methods.gdesigner.method import docstring_check
+  item = items_by_id("humaneval_plus")["HumanEval/0"]
+  wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```"
+  right = "```python\n" + item.question + item.answer + "\n```"
+
+  def answer(model, messages, s):
+    system = messages[0]["content"]
+    return wrong if "Project Manager" in system else right if "Programming Expert" in system else "no code here"
+  agents = tuple(RoundAgent(r, "gpt-5-mini") for r in ("Project Manager", "Programming Expert", "Test Analyst"))
+  spatial = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
+  config = RoundsConfig(agents, (spatial,), (np.zeros((3, 3), bool),), "gpt-5-mini")
+  client = FakeClient(answer)
+  trace = asyncio.run(run_rounds(client, item, config, code_check=docstring_check(item)))
+  # PM's failing code reaches the Programming Expert with its result; the Test Analyst reads passing code
+  # and returns it without a call (the reference's shortcut); the decision sees both results.
+  expert = next(c for c in client.calls if "Programming Expert" in c["messages"][0]["content"])
+  assert "Whether it passes internal testing? False." in expert["messages"][1]["content"]
+  assert "should be" in expert["messages"][1]["content"]
+  assert len(client.calls) == 3 and trace.node_texts[2] == right and trace.extra["code_shortcuts"] == [
+      {"round": 0, "node": 2}]
+  decision = client.calls[-1]["messages"]
+  assert "passed internal testing" in decision[0]["content"]
+  assert "Whether it passes internal testing? True." in decision[1]["content"]
+  assert "Whether it passes internal testing? False." in decision[1]["content"]
+  # Without the tools nothing runs, every agent calls, and the decision prompt does not speak of tests.
+  plain = FakeClient(answer)
+  asyncio.run(run_rounds(plain, item, config))
+  assert len(plain.calls) == 4 and "internal testing" not in "".join(
+      m["content"] for c in plain.calls for m in c["messages"])
+  # Only HumanEval+ items with docstring examples get a check; text that is not one code block is not run.
+  assert docstring_check(MMLU) is None
+  assert asyncio.run(docstring_check(item)("no code here")) is None
+  assert asyncio.run(docstring_check(item)(right)) == (True, "")
+
+
+def test_masrouter_mode_instructions_are_the_public_codes_word_for_word():
+  from hieramas_jax.mas.rounds import REFLECT_SYSTEM, agent_messages
+  from hieramas_jax.methods.masrouter.method import MODES
+  expected = {  # MAR/Prompts/reasoning.py, reasoning_prompt
+      "IO": "", "CoT": "Please give step by step answers to the questions.", "Chain": "", "FullConnected": "",
+      "Debate": "Please try your best to give answers that are different or opposite to those of other agents.",
+      "Reflection": ""}
+  router = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0)
+  for m, (name, _) in enumerate(MODES):
+    choices = mr.Choices(*(jnp.asarray([v]) for v in (m, 2)), jnp.zeros((1, 6), jnp.int32),
+                         jnp.zeros((1, 6), jnp.int32))
+    mode, config = router.system(choices, 0)
+    assert mode == name and config.reasoning == expected[name] and not config.cot
+    system, user = (msg["content"] for msg in agent_messages(MMLU, config.agents[0], [], [], cot=config.cot,
+                                                              reasoning=config.reasoning))
+    assert system == "\n".join(filter(None, [system.split("\n")[0], expected[name]]))
+    assert "Let's think step by step." not in user
+  assert dict(MODES)["Debate"].startswith("In multi-agent debate reasoning, multiple agents engage in a structured")
+  assert REFLECT_SYSTEM.endswith("no errors in your previous answers that will affect the results, there is no "
+                                 "need to correct them.")
+
+
+def test_docstring_example_results_are_cached_and_a_tampered_entry_is_rerun(tmp_path, monkeypatch):
+  from hieramas_jax.benchmarks import sandbox
+  from hieramas_jax.benchmarks.sandbox import assemble_program
+  from hieramas_jax.methods.aflow import execute
+  monkeypatch.setattr(execute, "cache_dir", lambda: tmp_path)
+  item = items_by_id("humaneval_plus")["HumanEval/0"]
+  program = assemble_program(item, "    return True\n")
+  first = asyncio.run(execute.run_examples(item, program))
+  path = execute._examples_cache_path(item, program, sandbox.isolation().mode)  # pylint: disable=protected-access
+  assert first[0] is False and path.exists()
+  runs = []
+  real = execute._run_examples  # pylint: disable=protected-access
+  monkeypatch.setattr(execute, "_run_examples", lambda *a: runs.append(a) or real(*a))
+  assert asyncio.run(execute.run_examples(item, program)) == first and not runs  # replayed
+  path.write_text(path.read_text().replace('"passed": false', '"passed": true'))
+  assert asyncio.run(execute.run_examples(item, program)) == first and len(runs) == 1  # tampered: rerun

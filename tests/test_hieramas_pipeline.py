@@ -145,19 +145,26 @@ def test_inference_runs_the_argmax_of_all_k_candidates_scored_at_once(reference,
   method = make_method("hieramas", config=TINY)
   method.load(_run_dir(sim, root) / "state")
   emb = method.embeddings
-  # The unprepared path over the raw pool must agree with the method's prepared, jitted scoring.
-  scores = np.asarray(gcn_lib.score_candidates(method.scorer_params, emb.queries(TEST), emb.role_emb,
-                                               method.pool.adjacency, method.pool.node_mask, net=method._scorer))
-  assert scores.shape == (len(TEST), TINY.num_candidates)
   picked = {c["item_id"]: c for c in chosen(read_items(_run_dir(sim, root)))}
   method.choose(TEST[0])
-  compiled = (stage1_lib.greedy._cache_size(), gcn_lib.score_prepared._cache_size())
-  for item, row in zip(TEST, scores):
-    _, method_scores = method.choose(item)
-    np.testing.assert_allclose(method_scores, row, rtol=1e-5, atol=1e-5)
-    assert picked[item.id]["graph_index"] == int(np.argmax(row))
-  # Fixed shapes per query: new queries never recompile the policy or the scorer.
-  assert (stage1_lib.greedy._cache_size(), gcn_lib.score_prepared._cache_size()) == compiled
+  compiled = (stage1_lib.greedy._cache_size(), gcn_lib.score_candidates._cache_size())
+  chosen_now = [method.choose(item) for item in TEST]
+  # Fixed shapes per query: new queries and their new candidates never recompile the policy or the scorer.
+  assert (stage1_lib.greedy._cache_size(), gcn_lib.score_candidates._cache_size()) == compiled
+  for item, (_, method_scores, pool) in zip(TEST, chosen_now):
+    # The query's own K candidates (the reference draws them per query), the same on every call.
+    np.testing.assert_array_equal(pool.adjacency, method.candidates(item).adjacency)
+    assert pool.num_graphs == TINY.num_candidates
+    # Scoring graph by graph gives the batched scores; masked duplicates score -inf.
+    for k in np.flatnonzero(pool.graph_mask):
+      one = gcn_lib.score_candidates(method.scorer_params, emb.queries([item]), emb.role_emb,
+                                     pool.adjacency[k:k + 1], pool.node_mask[k:k + 1], net=method._scorer)
+      np.testing.assert_allclose(np.asarray(one)[0, 0], method_scores[k], rtol=1e-5, atol=1e-5)
+    assert np.isneginf(method_scores[~pool.graph_mask]).all()
+    # The graph that ran is the argmax, and the record holds that candidate's edges.
+    g = int(np.argmax(method_scores))
+    assert picked[item.id]["graph_index"] == g
+    assert picked[item.id]["graph_edges"] == [[int(i), int(j)] for i, j in zip(*np.nonzero(pool.adjacency[g]))]
 
 
 def test_same_seed_gives_the_same_configurations_graphs_and_scores(reference, sim, tmp_path):

@@ -133,3 +133,32 @@ def test_config_rejects_bad_values_with_one_clear_message_and_tags_name_results(
   tag = "k{k_pool}".format(**cfg.to_json())
   assert results_name(cfg.benchmark, cfg.pool, tag) == "hieramas_mmlu_redux_gpt-5-mini_k50"
   assert results_name("math", "qwen3-80b") == "hieramas_math_qwen3-80b"
+
+
+def test_inference_candidates_are_drawn_per_query_by_seed_and_item_id():
+  from hieramas_jax.methods.hieramas.method import query_candidates  # pylint: disable=import-outside-toplevel
+  cfg = HieraMASConfig()
+  assert cfg.graph_pool == "per_query" and cfg.num_candidates == 200
+  a, b = ITEMS[0].id, ITEMS[1].id
+  first = query_candidates(cfg, SETUP.num_roles, a)
+  np.testing.assert_array_equal(first.adjacency, query_candidates(cfg, SETUP.num_roles, a).adjacency)
+  assert not np.array_equal(first.adjacency, query_candidates(cfg, SETUP.num_roles, b).adjacency)
+  assert not np.array_equal(first.adjacency, query_candidates(HieraMASConfig(seed=1), SETUP.num_roles, a).adjacency)
+  assert first.adjacency.shape == (200, SETUP.num_roles, SETUP.num_roles)
+  pairs = SETUP.num_roles * (SETUP.num_roles - 1) / 2
+  assert (first.density >= round(0.3 * pairs) / pairs).all() and (first.density <= round(0.7 * pairs) / pairs).all()
+  with pytest.raises(HieraMASConfigError, match="graph_pool must be one of per_query, shared"):
+    HieraMASConfig(graph_pool="pool")
+  assert HieraMASConfig(graph_pool="shared").training_fingerprint() == cfg.training_fingerprint()
+
+
+def test_the_shared_pool_option_scores_one_pool_for_every_query():
+  from hieramas_jax.learn import graph_pool  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.methods.hieramas.method import HieraMAS  # pylint: disable=import-outside-toplevel
+  shared = HieraMAS(HieraMASConfig(graph_pool="shared", k_pool=8))
+  a, b = shared.candidates(ITEMS[0]), shared.candidates(ITEMS[1])
+  assert a is b and a.num_graphs == 8
+  assert list(a.kind[-3:]) == [graph_pool.KIND_CHAIN, graph_pool.KIND_STAR, graph_pool.KIND_FULL]
+  per_query = HieraMAS(HieraMASConfig(k_pool=8))
+  assert per_query.pool is None and not np.array_equal(per_query.candidates(ITEMS[0]).adjacency,
+                                                       per_query.candidates(ITEMS[1]).adjacency)

@@ -189,3 +189,52 @@ def test_informative_queries_drop_all_tied_queries():
   np.testing.assert_array_equal(stage2.informative_queries(rewards), [False, True, False, True])
   valid = np.array([[1, 1, 1], [1, 0, 1], [1, 1, 1], [0, 0, 0]], bool)
   np.testing.assert_array_equal(stage2.informative_queries(rewards, valid), [False, False, False, False])
+
+
+def test_per_query_pool_is_seeded_by_the_query_and_in_the_density_range():
+  key = jax.random.key(3)
+  n, k = 8, 200
+  a = graph_pool.per_query_pool(key, 11, k, n, min_density=0.3, max_density=0.7)
+  again = graph_pool.per_query_pool(key, 11, k, n, min_density=0.3, max_density=0.7)
+  other_query = graph_pool.per_query_pool(key, 12, k, n, min_density=0.3, max_density=0.7)
+  other_seed = graph_pool.per_query_pool(jax.random.key(4), 11, k, n, min_density=0.3, max_density=0.7)
+  np.testing.assert_array_equal(a.adjacency, again.adjacency)
+  assert not np.array_equal(a.adjacency, other_query.adjacency)
+  assert not np.array_equal(a.adjacency, other_seed.adjacency)
+  assert a.adjacency.shape == (k, n, n) and (a.kind == graph_pool.KIND_RANDOM).all()
+  assert all(graph_pool.is_dag(g) and graph_pool.is_weakly_connected(g) for g in a.adjacency)
+  # Target densities U[0.3, 0.7] of 28 pairs, rounded: 8 to 20 edges (a tree alone has 7).
+  edges = a.adjacency.sum((1, 2))
+  assert edges.min() >= round(0.3 * 28) and edges.max() <= round(0.7 * 28)
+  assert ((a.density >= 0.28) & (a.density <= 0.72)).all()
+  np.testing.assert_allclose(a.density, edges / 28)
+
+
+def test_per_query_pool_masks_duplicates_but_keeps_every_distinct_graph():
+  # 3 roles at density 0.3-0.7: spanning trees only, paths and out-stars (a tree gives each node one parent,
+  # so no collider a -> c <- b): 9 graphs, so most of the 100 draws repeat.
+  pool = graph_pool.per_query_pool(jax.random.key(0), 5, 100, 3, min_density=0.3, max_density=0.7)
+  flat = pool.adjacency.reshape(100, -1)
+  distinct = {tuple(r) for r in flat}
+  assert pool.graph_mask.sum() == len(distinct) == 9
+  kept = [tuple(r) for r in flat[pool.graph_mask]]
+  assert len(set(kept)) == len(kept)  # each distinct graph once, at its first occurrence
+  first = {}
+  for i, r in enumerate(map(tuple, flat)):
+    first.setdefault(r, i)
+  np.testing.assert_array_equal(np.flatnonzero(pool.graph_mask), sorted(first.values()))
+  np.testing.assert_array_equal(pool.node_mask.any(-1), pool.graph_mask)
+
+
+def test_batched_scores_of_a_query_pool_equal_per_graph_scores_and_argmax_is_the_best():
+  pool = graph_pool.per_query_pool(jax.random.key(1), 2, 40, N, min_density=0.3, max_density=0.7)
+  q, r = _emb(1, 0), _emb(N, 1)
+  params = gcn.init_params(jax.random.key(0), q, r, pool.adjacency, pool.node_mask, net=SMALL)
+  batched = np.asarray(gcn.score_candidates(params, q, r, pool.adjacency, pool.node_mask, net=SMALL))[0]
+  single = np.full(pool.num_graphs, -np.inf, np.float32)
+  for k in np.flatnonzero(pool.graph_mask):
+    single[k] = np.asarray(gcn.score_candidates(params, q, r, pool.adjacency[k:k + 1], pool.node_mask[k:k + 1],
+                                                net=SMALL))[0, 0]
+  np.testing.assert_allclose(batched, single, rtol=1e-5, atol=1e-5)
+  assert np.isneginf(batched[~pool.graph_mask]).all()
+  assert int(gcn.best_graph(batched[None])[0]) == int(np.argmax(single)) and pool.graph_mask[np.argmax(batched)]

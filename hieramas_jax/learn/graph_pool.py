@@ -14,9 +14,10 @@ bands and K is split evenly across them (d ~ U[band] inside each), instead of on
 Note that a spanning tree already has density 2/N, so for small N (MATH: 3 roles) sparse graphs
 are trees.
 
-The pool is one padded batch: adjacency [K, Nmax, Nmax] bool (adjacency[k, i, j]: i's output goes
-to j), node_mask [K, Nmax], graph_mask [K] (False for padding graphs), density [K], kind [K]
-(0 random, 1 chain, 2 star, 3 full).
+`make_pool` is one pool shared by a whole test split; `per_query_pool` draws one query's K (the
+reference's inference). The pool is one padded batch: adjacency [K, Nmax, Nmax] bool (adjacency[k, i, j]:
+i's output goes to j), node_mask [K, Nmax], graph_mask [K] (False for padding graphs and masked
+duplicates), density [K], kind [K] (0 random, 1 chain, 2 star, 3 full).
 """
 
 from __future__ import annotations
@@ -160,6 +161,38 @@ def make_pool(seed: int, num_nodes: int, num_random: int, *, min_density: float 
   node_mask = np.zeros((adj.shape[0], max_nodes), bool)
   node_mask[:, :num_nodes] = True
   return GraphPool(padded, node_mask, np.ones(adj.shape[0], bool), edge_density(padded, node_mask), kind)
+
+
+def per_query_pool(key: jax.Array, fold: int, num_graphs: int, num_nodes: int, *, min_density: float,
+                   max_density: float) -> GraphPool:
+  """K random DAGs for one query (the reference's inference: K graphs drawn per test query).
+
+  Graph k has a target density ~ U[min_density, max_density] (no bands, no chain/star/full), drawn from
+  `fold_in(key, fold)` by the compiled `random_dags_at`, so the shape [K, N, N] and its one compiled
+  executable are the same for every query. The reference keeps only distinct graphs (it redraws a
+  duplicate); here a graph equal to an earlier one stays in place with its node mask cleared, so it is
+  padding (the scorer gives it -inf) and K stays fixed. With few roles (MATH: 3) most of the K are such
+  duplicates: every distinct DAG of that density range is among the candidates.
+
+  Args:
+    key: the inference key (the caller folds in its stage tag).
+    fold: the query's fold (a hash of its item id), so the same (seed, item) gives the same candidates.
+    num_graphs: K.
+    num_nodes: N, the benchmark's number of roles.
+    min_density, max_density: the target density range.
+  """
+  if num_graphs < 1:
+    raise GraphPoolError(f"num_graphs must be >= 1, got {num_graphs}")
+  if not 0.0 <= min_density <= max_density <= 1.0:
+    raise GraphPoolError(f"need 0 <= min_density <= max_density <= 1, got {min_density}, {max_density}")
+  adj = np.asarray(random_dags_at(key, np.uint32(fold), np.float32(min_density), np.float32(max_density),
+                                  count=num_graphs, num_nodes=num_nodes))
+  _, first = np.unique(adj.reshape(num_graphs, -1), axis=0, return_index=True)
+  distinct = np.zeros(num_graphs, bool)
+  distinct[first] = True
+  node_mask = np.broadcast_to(distinct[:, None], (num_graphs, num_nodes)).copy()
+  density = edge_density(adj, np.ones((num_graphs, num_nodes), bool))
+  return GraphPool(adj, node_mask, distinct, density, np.full(num_graphs, KIND_RANDOM, np.int8))
 
 
 def pad_pool(pool: GraphPool, num_graphs: int) -> GraphPool:

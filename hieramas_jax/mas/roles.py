@@ -143,10 +143,29 @@ DECISION_CONSTRAINT: Mapping[str, str] = {
 }
 
 
-def decision_system(benchmark: str) -> str:
-  """The decision node's system prompt of `benchmark` (reference wording, see DECISION_ROLE)."""
+# The HumanEval+ constraint's two sentences about internal testing (GDesigner's FinalWriteCode runs the
+# agents' code on the docstring examples and shows the result). Where no test result is shown, they
+# would describe something the prompt does not hold, so this sentence replaces them.
+UNTESTED_CODE_SENTENCES = ("If the prompt given to you contains code that passed internal testing, you can choose "
+                           "the most reliable reply. If there is no code that has passed internal testing in the "
+                           "prompt, you can change it yourself according to the prompt.",
+                           "If the prompt given to you contains code, you can choose the most reliable reply or "
+                           "change it yourself according to the prompt.")
+
+
+def decision_system(benchmark: str, *, tested: bool = False) -> str:
+  """The decision node's system prompt of `benchmark` (reference wording, see DECISION_ROLE).
+
+  Args:
+    benchmark: the benchmark.
+    tested: the agents' code comes with its internal-test results (GDesigner's HumanEval tools); without,
+      the HumanEval+ constraint's internal-testing sentences are replaced (`UNTESTED_CODE_SENTENCES`).
+  """
   check_benchmark(benchmark)
-  return f"{DECISION_ROLE[benchmark]}\n{DECISION_CONSTRAINT[benchmark]}"
+  constraint = DECISION_CONSTRAINT[benchmark]
+  if not tested:
+    constraint = constraint.replace(*UNTESTED_CODE_SENTENCES)
+  return f"{DECISION_ROLE[benchmark]}\n{constraint}"
 
 
 class UnknownRoleError(KeyError):

@@ -12,13 +12,19 @@ comes after "At the same time, the outputs of other agents are as follows:", the
 "In the last round of dialogue, the outputs of other agents were:", each block "Agent k, role is R,
 output is: ...". Ordinary wording a real model reads the same way; the role line and the answer format
 are the suite's (`roles.role_system_line`, `roles.question_block`).
+
+With a `code_check` (GDesigner's HumanEval tools, `CodeWriting` / `FinalWriteCode`): an input that is a
+Python code block is run by the check (the prompt's docstring examples in the sandbox) and its block gets
+"Whether it passes internal testing? {passed}." and "The feedback is: ..."; an agent whose inputs hold
+code that passed returns that code without a call (the reference's `is_solved` shortcut), and the decision
+agent's prompt says that code may have passed internal testing (`roles.decision_system(tested=True)`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Sequence
+from typing import Awaitable, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -29,9 +35,13 @@ from hieramas_jax.mas.config import ConfigError
 from hieramas_jax.mas.runtime import ChatClient, Clock, RunSettings, call_llm
 from hieramas_jax.mas.trace import DECISION_NODE, CallRecord, Trace
 
+# text -> (passed, feedback) when `text` is code the check could run, else None.
+CodeCheck = Callable[[str], Awaitable[Optional[tuple[bool, str]]]]
+
+# MASRouter's Reflection post-description (`MAR/Agent/agent.py`), word for word.
 REFLECT_SYSTEM = ("Reflect on possible errors in the answer above and answer again using the same format. If "
-                  "you think there are no errors in your previous answer that will affect the result, there is "
-                  "no need to correct it.")
+                  "you think there are no errors in your previous answers that will affect the results, there is "
+                  "no need to correct them.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,12 +184,19 @@ def reflection_messages(item: Item, agent: RoundAgent, answer: str) -> list[dict
           {"role": "user", "content": user}]
 
 
-def decision_messages(item: Item, outputs: Sequence[tuple[int, str, str]]) -> list[dict]:
+def decision_messages(item: Item, outputs: Sequence[tuple[int, str, str]], *, tested: bool = False) -> list[dict]:
   user = ("The task is:\n\n" + roles.question_block(item, cot=False)
           + "\n\nAt the same time, the output of other agents is as follows:\n\n"
           + "".join(agent_block(k, r, t) for k, r, t in outputs)).rstrip()
   # The reference's FinalRefer: the prompt set's decision role and constraint (`roles.decision_system`).
-  return [{"role": "system", "content": roles.decision_system(item.benchmark)}, {"role": "user", "content": user}]
+  return [{"role": "system", "content": roles.decision_system(item.benchmark, tested=tested)},
+          {"role": "user", "content": user}]
+
+
+def with_test_result(text: str, passed: bool, feedback: str) -> str:
+  """An agent's code output followed by its internal-test result (GDesigner's `CodeWriting` wording)."""
+  return (f"{text.strip()}\n\nWhether it passes internal testing? {passed}.\n\n"
+          f"The feedback is:\n\n{feedback or 'every docstring example passed'}.")
 
 
 def seat_indices(agents: Sequence[RoundAgent]) -> list[int]:
@@ -198,8 +215,11 @@ def seat_indices(agents: Sequence[RoundAgent]) -> list[int]:
 
 
 async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, settings: RunSettings = RunSettings(),
-                     *, method: str = "rounds") -> Trace:
+                     *, method: str = "rounds", code_check: CodeCheck | None = None) -> Trace:
   """Runs every round, then the decision agent; returns the query's trace (final text = the decision).
+
+  `code_check` (module docstring): runs code inputs and reports the result to the reading agent; each
+  distinct text is checked once per query (`trace.extra["code_tests"]`: one record per check).
 
   Raises:
     UnknownRoleError: an agent's role is not in the item's benchmark role set.
@@ -212,10 +232,24 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
   seats = seat_indices(config.agents)
   common = dict(temperature=settings.temperature, max_tokens=settings.max_tokens)
   previous: dict[int, str] = {}
+  checked: dict[str, asyncio.Future] = {}
 
   def record(rec: CallRecord) -> CallRecord:
     trace.calls.append(rec)
     return rec
+
+  async def tested(text: str) -> tuple[str, bool]:
+    """(the text as the reader sees it, whether it is code that passed)."""
+    if code_check is None:
+      return text, False
+    if text not in checked:
+      checked[text] = asyncio.ensure_future(code_check(text))
+      result = await checked[text]
+      trace.extra.setdefault("code_tests", []).append(None if result is None else {"passed": bool(result[0])})
+    result = await checked[text]
+    if result is None:
+      return text, False
+    return with_test_result(text, *result), bool(result[0])
 
   for r in range(config.num_rounds):
     spatial, temporal = config.spatial[r], config.temporal[r]
@@ -229,6 +263,16 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
       spatial_in = [(p + 1, config.agents[p].role, tasks[p].result()) for p in preds]
       temporal_in = [(int(i) + 1, config.agents[int(i)].role, previous[int(i)])
                      for i in np.flatnonzero(temporal[:, j]) if int(i) in previous]
+      if code_check is not None:
+        spatial_seen = [await tested(t) for _, _, t in spatial_in]
+        temporal_seen = [await tested(t) for _, _, t in temporal_in]
+        # The reference's shortcut: code that passed the examples is this agent's output, no call made.
+        for (_, _, raw), (_, passed) in zip(spatial_in + temporal_in, spatial_seen + temporal_seen):
+          if passed:
+            trace.extra.setdefault("code_shortcuts", []).append({"round": r, "node": j})
+            return raw
+        spatial_in = [(k, role, seen) for (k, role, _), (seen, _) in zip(spatial_in, spatial_seen)]
+        temporal_in = [(k, role, seen) for (k, role, _), (seen, _) in zip(temporal_in, temporal_seen)]
       rec = record(await call_llm(
           client, clock, node=j, role=agent.role, position=f"round{r}", model=agent.model,
           messages=agent_messages(item, agent, spatial_in, temporal_in, cot=config.cot, reasoning=config.reasoning),
@@ -247,8 +291,10 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
     previous = {j: t.result() for j, t in tasks.items()}
 
   trace.node_texts = dict(previous)
-  outputs = [(j + 1, config.agents[j].role, previous[j]) for j in range(len(config.agents))]
+  outputs = [(j + 1, config.agents[j].role, (await tested(previous[j]))[0]) for j in range(len(config.agents))]
   decision = record(await call_llm(client, clock, node=DECISION_NODE, role=None, position="decision",
-                                   model=config.decision_model, messages=decision_messages(item, outputs), **common))
+                                   model=config.decision_model,
+                                   messages=decision_messages(item, outputs, tested=code_check is not None),
+                                   **common))
   trace.final_text = decision.text
   return trace

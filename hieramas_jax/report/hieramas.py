@@ -94,15 +94,20 @@ def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """Densities and identities of the chosen graphs (paper Fig. 3: most frequent graphs, density range)."""
   traces = [r["trace"] for r in records]
   dens = np.array([t["graph_density"] for t in traces], np.float64)
-  counts = collections.Counter(t["graph_index"] for t in traces)
+  # Graphs are identified by their edges: with per-query candidates (the default) `graph_index` is an index
+  # into that query's own K, so equal indices of two queries are different graphs.
+  def ident(t):
+    return tuple(map(tuple, t["graph_edges"]))
+  counts = collections.Counter(ident(t) for t in traces)
   kinds = collections.Counter(t["graph_kind"] for t in traces)
-  edges = {t["graph_index"]: t["graph_edges"] for t in traces}
-  density_of = {t["graph_index"]: t["graph_density"] for t in traces}
+  first = {}
+  for t in traces:
+    first.setdefault(ident(t), t)
   return {"mean": float(dens.mean()), "min": float(dens.min()), "max": float(dens.max()),
           "bands": {f"{lo:.2f}-{min(hi, 1.0):.2f}": int(((dens >= lo) & (dens < hi)).sum())
                     for lo, hi in DENSITY_BANDS},
           "kinds": dict(kinds), "distinct_graphs": len(counts),
-          "top_graphs": [{"index": int(g), "count": int(c), "density": density_of[g], "edges": edges[g]}
+          "top_graphs": [{"count": int(c), "density": first[g]["graph_density"], "edges": first[g]["graph_edges"]}
                          for g, c in counts.most_common(5)]}
 
 

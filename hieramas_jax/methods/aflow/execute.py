@@ -11,12 +11,16 @@ in this process.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import pathlib
 import re
 from typing import Any
 
 from hieramas_jax.benchmarks import sandbox
-from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.benchmarks.data import Item, data_sha256
+from hieramas_jax.fileio import atomic_write_bytes
+from hieramas_jax.paths import cache_dir
 
 LIMITS = sandbox.SandboxLimits(wall_s=15.0, cpu_s=10, load_s=5.0)
 CALL_S = 5.0
@@ -118,8 +122,35 @@ def _literal_args(call: str) -> list[Any] | None:
     return None
 
 
-async def run_examples(item: Item, program: str) -> tuple[bool, str]:
-  """Runs `program` (the prompt + the candidate) on the public examples: (passed, what failed)."""
+def _examples_cache_path(item: Item, program: str, mode: str) -> pathlib.Path:
+  key = hashlib.sha256(f"examples\0{item.id}\0{program}\0{data_sha256(item.benchmark)}\0"
+                       f"{sandbox.HARNESS_VERSION}\0{mode}".encode()).hexdigest()
+  return cache_dir() / "humaneval_examples" / key[:2] / f"{key}.json"
+
+
+async def run_examples(item: Item, program: str, *, use_cache: bool = True) -> tuple[bool, str]:
+  """Runs `program` (the prompt + the candidate) on the public examples: (passed, what failed).
+
+  Results are cached on disk like the graders' (`sandbox._seal`: keyed by task, program, data, harness
+  and isolation mode, written by the parent only), so a rerun replays them instead of running the code
+  again (GDesigner checks every code output an agent reads; a warm table run makes no sandbox call).
+  """
+  mode = sandbox.isolation().mode
+  path = _examples_cache_path(item, program, mode)
+  key = {"task_id": item.id, "program_sha256": hashlib.sha256(program.encode()).hexdigest(),
+         "data_sha256": data_sha256(item.benchmark), "harness": sandbox.HARNESS_VERSION, "mode": mode}
+  if use_cache:
+    cached = sandbox._unseal(path, **key)  # pylint: disable=protected-access
+    if cached is not None and type(cached.get("passed")) is bool and isinstance(cached.get("feedback"), str):
+      return cached["passed"], cached["feedback"]
+  passed, feedback = await _run_examples(item, program)
+  if use_cache:
+    entry = sandbox._seal(dict(key, passed=passed, feedback=feedback))  # pylint: disable=protected-access
+    atomic_write_bytes(path, entry)
+  return passed, feedback
+
+
+async def _run_examples(item: Item, program: str) -> tuple[bool, str]:
   examples = public_examples(item)
   records, failure = await _run(program, item.meta["entry_point"], [_literal_args(c) for c, _ in examples])
   for (call, expected), rec in zip(examples, records):

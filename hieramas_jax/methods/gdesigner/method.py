@@ -30,13 +30,36 @@ from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn.encoder import DEFAULT_MODEL
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas import roles
-from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
+from hieramas_jax.mas.rounds import CodeCheck, RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
+from hieramas_jax.methods.aflow import execute
 from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
 from hieramas_jax.methods.gdesigner import model
 
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
+
+
+def docstring_check(item: Item) -> CodeCheck | None:
+  """GDesigner's HumanEval tool for `item`: a check that runs an output that is one Python code block (the
+  reference's test: it starts with ```python and ends with ```) on the prompt's docstring examples, in the
+  suite's sandbox (`aflow.execute.run_examples`: the examples every solver sees, never the hidden tests).
+  None when the item is not HumanEval+ or its prompt has no literal examples (the reference then reports a
+  pass with no test run; here nothing is claimed)."""
+  if item.benchmark != "humaneval_plus" or not execute.public_examples(item):
+    return None
+  from hieramas_jax.benchmarks.sandbox import assemble_program  # pylint: disable=import-outside-toplevel
+
+  async def check(text: str) -> tuple[bool, str] | None:
+    body = text.strip()
+    if not (body.startswith("```python") and body.endswith("```")):
+      return None
+    code = graders.extract_code(body, item.meta["entry_point"])
+    program = assemble_program(item, code) if code is not None else None
+    if program is None:
+      return False, "the code holds no runnable definition of the function"
+    return await execute.run_examples(item, program)
+  return check
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +76,11 @@ class GDesignerConfig:
     dropout: GCN dropout while training (reference 0.5).
     edge_range: edge scores min-max normalised to "symmetric" [-1, 1] (reference) or "unit" [0, 1].
     train_params: "gcn" (reference: the optimizer holds only the GCN's parameters) or "all".
+    anchor: the GCN's anchor graph: "roles" (reference: the prompt set's role connections,
+      `model.ROLE_CONNECTIONS`) or "chain" (the roles in a chain, both directions; the earlier variant).
+    code_tools: on HumanEval+, an agent output that is a Python code block runs on the prompt's docstring
+      examples in the sandbox and the readers see whether it passed (reference `CodeWriting` /
+      `FinalWriteCode`; `docstring_check`); False: no tools (the earlier variant).
   """
 
   iterations: int = 10
@@ -64,8 +92,12 @@ class GDesignerConfig:
   dropout: float = 0.5
   edge_range: str = "symmetric"
   train_params: str = "gcn"
+  anchor: str = "roles"
+  code_tools: bool = True
 
   def __post_init__(self):
+    if self.anchor not in model.ANCHORS:
+      raise ValueError(f"gdesigner anchor must be one of {model.ANCHORS}, got {self.anchor!r}")
     if self.edge_range not in model.EDGE_RANGES or self.train_params not in model.TRAIN_PARAMS:
       raise ValueError(f"gdesigner edge_range must be one of {model.EDGE_RANGES} and train_params one of "
                        f"{model.TRAIN_PARAMS}; got {self.edge_range!r}, {self.train_params!r}")
@@ -89,6 +121,7 @@ class GDesigner:
     self.roles = roles.roles_for(benchmark)
     self.net = model.TopologyNet(num_nodes=len(self.roles), temperature=config.temperature, dropout=config.dropout,
                                  edge_range=config.edge_range)
+    self.anchor = model.anchor_edges(self.roles, benchmark, config.anchor)
     self.params = None
     self._role_emb: np.ndarray | None = None
     self.queries = QueryEmbeddings(config.encoder)
@@ -109,8 +142,11 @@ class GDesigner:
             "step": jnp.int32(0)}
 
   def _probs(self, query_emb: np.ndarray, dropout_rng=None) -> np.ndarray:
-    graph = model.query_graphs(self._role_embeddings(), query_emb)
+    graph = model.query_graphs(self._role_embeddings(), query_emb, self.anchor)
     return np.asarray(model.edge_probs(self.params, graph, dropout_rng, net=self.net))
+
+  def _code_check(self, item: Item) -> CodeCheck | None:
+    return docstring_check(item) if self.config.code_tools else None
 
   def _rounds_config(self, adjs: Sequence[np.ndarray], strong: str) -> RoundsConfig:
     agents = tuple(RoundAgent(r, strong) for r in self.roles)
@@ -144,16 +180,17 @@ class GDesigner:
       async def one(b):
         async with bound:
           trace = await run_rounds(ctx.client, batch[b], self._rounds_config(draws[b][0], ctx.pool.strong),
-                                   ctx.settings, method=self.name)
+                                   ctx.settings, method=self.name, code_check=self._code_check(batch[b]))
         return (await graders.grade_async(batch[b], trace.final_text)).correct
 
       solved = await gather_or_cancel([asyncio.ensure_future(one(b)) for b in range(len(batch))])
       utility = jnp.asarray(solved, jnp.float32)
       considered = jnp.asarray(np.stack([d[1].considered for d in draws]))
       chosen = jnp.asarray(np.stack([d[1].chosen for d in draws]))
+      graph = model.query_graphs(self._role_embeddings(), query_emb, self.anchor)
       new_state, loss = await off_loop(
-          model.train_step, state, model.query_graphs(self._role_embeddings(), query_emb), considered, chosen,
-          utility, dropout_rng, net=self.net, lr=self.config.lr, train_params=self.config.train_params)
+          model.train_step, state, graph, considered, chosen, utility, dropout_rng, net=self.net, lr=self.config.lr,
+          train_params=self.config.train_params)
       if not np.isfinite(float(loss)):
         raise FloatingPointError(f"gdesigner: non-finite loss at step {step}")
       state = new_state
@@ -189,7 +226,7 @@ class GDesigner:
     rng = np.random.default_rng([self.seed, _SOLVE_STREAM, zlib.crc32(item.id.encode())])
     adjs, _ = model.sample_rounds(probs, self.config.rounds, rng)
     trace = await run_rounds(ctx.client, item, self._rounds_config(adjs, ctx.pool.strong), ctx.settings,
-                             method=self.name)
+                             method=self.name, code_check=self._code_check(item))
     trace.extra["mean_edge_prob"] = float(probs[~np.eye(len(self.roles), dtype=bool)].mean())
     trace.extra["edges_per_round"] = [int(a.sum()) for a in adjs]
     return trace

@@ -3,13 +3,13 @@
 Per query, over the benchmark's N role agents:
 
   X   = [role-profile embedding ; query embedding]                 [N, 2D]   (`construct_new_features`)
-  H   = GCN2(dropout(relu(GCN1(X, A)))),  A = the anchor role graph [N, D]  (2 GCN layers, hidden 16,
-                                                                             dropout 0.5 while training)
+  H   = log_softmax(GCN2(dropout(relu(GCN1(X, A)))))               [N, D]    (PyG GCNConv, hidden 16,
+        A = the prompt set's role connections (`ROLE_CONNECTIONS`)            dropout 0.5 while training)
   Z   = MLP(H)                                                     [N, 16]   (16 -> relu -> 16)
   S   = min-max-normalise(Z Z^T) over all N^2 entries              [N, N]    in [-1, 1] (reference)
   p   = sigmoid(S / temperature)                                   edge probabilities (temperature 1)
 
-The GCN runs through `jraph.GraphConvolution` over the anchor graph as a `jraph.GraphsTuple`, batched over
+The GCN (`GCNConv`, PyG's normalisation) runs over the anchor graph as a `jraph.GraphsTuple`, batched over
 queries with `jraph.batch` (each query one graph of N nodes): role graphs differ in size per benchmark,
 and jraph's segment sums handle any N without padding code of our own.
 
@@ -52,29 +52,91 @@ class EdgeSamples(NamedTuple):
   chosen: np.ndarray
 
 
-def anchor_edges(num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-  """(senders, receivers) of the anchor graph: the roles in a chain, both directions.
+# GDesigner's prompt sets' role connections (`get_role_connection`: mmlu_prompt_set.py, gsm8k_prompt_set.py,
+# humaneval_prompt_set.py), (source, target), restricted to the suite's roles: MMLU-Redux's 8 roles are 8 of
+# GDesigner's MMLU agents (its "Programmer" edges dropped), MATH's 3 take the gsm8k set's connections (its
+# "Programming Expert" edges dropped), HumanEval+'s 5 are GDesigner's. Repeated pairs of the lists appear
+# once (the reference's dense adjacency holds them once). The HumanEval list's ('Project Manager',
+# 'Promgramming Expert') is a typo the reference silently drops; here it is the intended edge to
+# Programming Expert.
+ROLE_CONNECTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "mmlu_redux": (
+        ("Knowlegable Expert", "Mathematician"), ("Knowlegable Expert", "Economist"), ("Knowlegable Expert", "Lawyer"),
+        ("Knowlegable Expert", "Critic"), ("Knowlegable Expert", "Psychologist"), ("Knowlegable Expert", "Doctor"),
+        ("Knowlegable Expert", "Historian"), ("Mathematician", "Critic"), ("Psychologist", "Critic"),
+        ("Economist", "Lawyer"), ("Lawyer", "Critic"), ("Critic", "Psychologist"), ("Psychologist", "Doctor"),
+        ("Doctor", "Historian"), ("Historian", "Knowlegable Expert"), ("Economist", "Psychologist"),
+        ("Psychologist", "Knowlegable Expert"), ("Critic", "Historian"), ("Historian", "Economist"),
+        ("Lawyer", "Knowlegable Expert"), ("Doctor", "Lawyer"), ("Mathematician", "Doctor"), ("Economist", "Doctor"),
+        ("Psychologist", "Lawyer"), ("Historian", "Mathematician"), ("Doctor", "Psychologist"),
+        ("Critic", "Economist")),
+    "math": (
+        ("Mathematical Analyst", "Math Solver"), ("Mathematical Analyst", "Inspector"), ("Inspector", "Math Solver"),
+        ("Inspector", "Mathematical Analyst")),
+    "humaneval_plus": (
+        ("Project Manager", "Algorithm Designer"), ("Algorithm Designer", "Programming Expert"),
+        ("Programming Expert", "Test Analyst"), ("Test Analyst", "Bug Fixer"),
+        ("Algorithm Designer", "Project Manager"), ("Programming Expert", "Bug Fixer"),
+        ("Bug Fixer", "Programming Expert"), ("Test Analyst", "Programming Expert"),
+        ("Algorithm Designer", "Test Analyst"), ("Project Manager", "Programming Expert")),
+}
+ANCHORS = ("roles", "chain")
 
-  GDesigner's prompt sets name role connections (`get_role_connection`); ours have none, and a complete
-  anchor would make every node's GCN output identical (all-equal edge scores), so the chain in role
-  order stands in for it (docs/methods.md).
+
+def anchor_edges(roles: tuple[str, ...], benchmark: str | None = None,
+                 anchor: str = "roles") -> tuple[np.ndarray, np.ndarray]:
+  """(senders, receivers) of the anchor graph over `roles`.
+
+  "roles" (reference): the benchmark's role connections (`ROLE_CONNECTIONS`), directed as listed;
+  "chain" (this suite's earlier anchor): the roles in a chain, both directions.
   """
-  pairs = [(i, i + 1) for i in range(num_nodes - 1)]
-  senders = np.array([a for a, b in pairs] + [b for a, b in pairs], np.int32)
-  receivers = np.array([b for a, b in pairs] + [a for a, b in pairs], np.int32)
-  return senders, receivers
+  if anchor not in ANCHORS:
+    raise ValueError(f"gdesigner anchor must be one of {ANCHORS}, got {anchor!r}")
+  index = {r: i for i, r in enumerate(roles)}
+  if anchor == "chain" or benchmark is None:
+    pairs = [(i, i + 1) for i in range(len(roles) - 1)]
+    pairs = pairs + [(b, a) for a, b in pairs]
+  else:
+    pairs = [(index[a], index[b]) for a, b in ROLE_CONNECTIONS[benchmark]]
+  return np.array([a for a, _ in pairs], np.int32), np.array([b for _, b in pairs], np.int32)
 
 
-def query_graphs(role_emb: np.ndarray, query_emb: np.ndarray) -> jraph.GraphsTuple:
-  """One anchor graph per query, batched: node features [role ; query] ([B*N, 2D])."""
+def query_graphs(role_emb: np.ndarray, query_emb: np.ndarray,
+                 edges: tuple[np.ndarray, np.ndarray] | None = None) -> jraph.GraphsTuple:
+  """One anchor graph per query, batched: node features [role ; query] ([B*N, 2D]).
+
+  `edges` = (senders, receivers) of the anchor (`anchor_edges`; default: the chain over the N roles).
+  """
   n = role_emb.shape[0]
-  senders, receivers = anchor_edges(n)
+  senders, receivers = edges if edges is not None else anchor_edges(tuple(map(str, range(n))), anchor="chain")
   graphs = []
   for q in np.asarray(query_emb, np.float32):
     nodes = np.concatenate([np.asarray(role_emb, np.float32), np.broadcast_to(q, (n, q.shape[0]))], axis=1)
     graphs.append(jraph.GraphsTuple(nodes=nodes, edges=None, senders=senders, receivers=receivers,
                                     n_node=np.array([n]), n_edge=np.array([len(senders)]), globals=None))
   return jraph.batch(graphs)
+
+
+class GCNConv(nn.Module):
+  """PyG's `GCNConv` (what GDesigner's `gnn/gcn.py` uses) on a jraph graph: messages flow sender -> receiver,
+  self loops added, each edge weighted 1 / sqrt(deg(sender) deg(receiver)) with deg the in-degree + 1 (PyG's
+  `gcn_norm` counts degrees at the target for both ends), the bias added after aggregation.
+  (`jraph.GraphConvolution` normalises by the sender's out-degree and adds the bias before aggregating:
+  the same on a symmetric anchor without bias, not on the reference's directed role connections.)"""
+
+  features: int
+
+  @nn.compact
+  def __call__(self, graph: jraph.GraphsTuple) -> jax.Array:
+    total = graph.nodes.shape[0]
+    loops = jnp.arange(total)
+    senders = jnp.concatenate([graph.senders, loops])
+    receivers = jnp.concatenate([graph.receivers, loops])
+    deg = jraph.segment_sum(jnp.ones_like(receivers, jnp.float32), receivers, total)
+    norm = jax.lax.rsqrt(deg[senders]) * jax.lax.rsqrt(deg[receivers])
+    h = nn.Dense(self.features, use_bias=False, name="kernel_map")(graph.nodes)
+    out = jraph.segment_sum(h[senders] * norm[:, None], receivers, total)
+    return out + self.param("bias", nn.initializers.zeros, (self.features,))
 
 
 class TopologyNet(nn.Module):
@@ -101,12 +163,11 @@ class TopologyNet(nn.Module):
 
   @nn.compact
   def __call__(self, graph: jraph.GraphsTuple, *, deterministic: bool = True) -> jax.Array:
-    gcn1 = jraph.GraphConvolution(nn.Dense(self.gcn_hidden, name="gcn1"), add_self_edges=True)
-    gcn2 = jraph.GraphConvolution(nn.Dense(self.gcn_out, name="gcn2"), add_self_edges=True)
-    h = gcn1(graph)
-    hidden = nn.Dropout(self.dropout)(jax.nn.relu(h.nodes), deterministic=deterministic)
-    h = gcn2(h._replace(nodes=hidden))
-    z = nn.Dense(self.mlp_out, name="mlp_out")(jax.nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden")(h.nodes)))
+    h = GCNConv(self.gcn_hidden, name="gcn1")(graph)
+    hidden = nn.Dropout(self.dropout)(jax.nn.relu(h), deterministic=deterministic)
+    # The reference GCN ends in log_softmax over each node's features (gnn/gcn.py), which the MLP then reads.
+    h = jax.nn.log_softmax(GCNConv(self.gcn_out, name="gcn2")(graph._replace(nodes=hidden)), axis=-1)
+    z = nn.Dense(self.mlp_out, name="mlp_out")(jax.nn.relu(nn.Dense(self.mlp_hidden, name="mlp_hidden")(h)))
     z = z.reshape(-1, self.num_nodes, self.mlp_out)
     scores = jnp.einsum("bif,bjf->bij", z, z)
     lo = scores.min(axis=(1, 2), keepdims=True)

@@ -36,7 +36,12 @@ SAMPLING = ("gumbel", "tempered")
 BASELINES = ("none", "moving_average")
 # "rotation": the reference's top-N rotation with drop caps; "greedy": argmax per position, skip included.
 INFERENCE = ("rotation", "greedy")
-CHOICES = {"graph_mode": GRAPH_MODES, "llm_mode": LLM_MODES, "stage1_select_by": SELECT_BY,
+# Where a test query's K candidates come from: "per_query" (the reference: K random DAGs drawn for each
+# query, seeded by the run seed and the item id) or "shared" (one seeded pool for the whole test split:
+# K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full; the total-cost variant).
+GRAPH_POOLS = ("per_query", "shared")
+CHOICES = {"graph_mode": GRAPH_MODES, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
+           "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
            "stage1_baseline": BASELINES, "inference": INFERENCE}
 
@@ -73,7 +78,8 @@ TOTAL_COST_RECIPE: dict[str, Any] = {
     "stage1_samples": 4, "stage1_sampling": "tempered", "stage1_tau_start": 1.0, "stage1_tau_end": 1.0,
     "stage1_lr": 1e-2, "stage1_lr_end": 1e-2, "stage1_entropy": 0.01, "stage1_steps": 100, "stage1_batch": 16,
     "stage1_val_every": 10, "stage1_proposers": 0, "stage1_max_density": 0.7, "stage1_select_by": "reward",
-    "consensus": False, "inference": "greedy", "pool_min_density": 0.0, "pool_max_density": 1.0,
+    "consensus": False, "inference": "greedy", "graph_pool": "shared", "pool_min_density": 0.0,
+    "pool_max_density": 1.0,
     "stage2_max_density": 1.0, "stage2_lr": 5e-4, "stage2_weight_decay": 1e-5,
     "stage2_batch": 32, "gcn_dropout": 0.5,
 }
@@ -96,8 +102,12 @@ class HieraMASConfig:
       -1: the benchmark's value, 0: num_proposers). The policy has stage1_proposers + 1 positions; the
       rotation rule fills any inference W from one proposer position's top-N.
     k_pool: K candidate graphs scored at inference (0: the benchmark's reference value).
-    pool_min_density, pool_max_density: per-query density range of the inference pool's random DAGs
-      (reference 0.3-0.7).
+    graph_pool: "per_query" (reference: K random DAGs drawn for each test query, key
+      fold_in(fold_in(key(seed), INFERENCE_TAG), crc32(item id)); duplicates of an earlier candidate are
+      masked out, as the reference keeps only distinct graphs) or "shared" (one pool for the whole split:
+      K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full).
+    pool_min_density, pool_max_density: density range of the inference candidates' random DAGs
+      (reference 0.3-0.7; per_query: each graph's target density ~ U[min, max]).
     seed: the one seed every key and data order comes from.
     encoder: sentence-transformers model ("all-MiniLM-L6-v2" = the bundled, checksummed weights).
     policy_hidden: width of the policy's slot/key spaces.
@@ -153,7 +163,7 @@ class HieraMASConfig:
       lr 5e-4, weight decay 1e-5; 0 or -1: the benchmark's value).
     gcn_hidden, gcn_dropout: classifier width and dropout (reference 128; dropout 0.05 on MMLU-Redux,
       0.5 otherwise; -1: the benchmark's value).
-    graph_mode: "classifier" (HieraMAS) or "random_vote" (w/o Graph: vote_graphs random pool graphs,
+    graph_mode: "classifier" (HieraMAS) or "random_vote" (w/o Graph: vote_graphs of the query's candidates,
       majority vote over their answers; the reference's --random_graph is one graph, one run:
       vote_graphs = 1).
     vote_graphs: graphs of the random_vote mode (reference 1).
@@ -168,6 +178,7 @@ class HieraMASConfig:
   num_proposers: int = 2
   stage1_proposers: int = -1
   k_pool: int = 0
+  graph_pool: str = "per_query"
   pool_min_density: float = 0.3
   pool_max_density: float = 0.7
   seed: int = 0
@@ -290,6 +301,6 @@ class HieraMASConfig:
     Two runs with the same fingerprint train the same models, so one may load the other's
     checkpoints (ablations that only change inference).
     """
-    inference_only = {"k_pool", "pool_min_density", "pool_max_density", "graph_mode", "vote_graphs", "llm_mode",
-                      "max_queries", "inference", "rotation_top_n", "max_dropped_roles"}
+    inference_only = {"k_pool", "graph_pool", "pool_min_density", "pool_max_density", "graph_mode", "vote_graphs",
+                      "llm_mode", "max_queries", "inference", "rotation_top_n", "max_dropped_roles"}
     return {k: v for k, v in self.to_json().items() if k not in inference_only}

@@ -3,16 +3,18 @@
 Inference (paper Sec. 3.5): the policy fixes every supernode (config `inference`: the reference's
 top-N rotation with its drop cap, `policy.rotation_choices`, seeded per query by the run seed and the
 item id; or "greedy", argmax per position with skip included), the classifier scores all K candidate
-DAGs of the pool in one jitted call (`gcn.score_prepared` on a pool prepared once), G* = argmax, and
-the MAS runs once. With `consensus`, an answer every active role shares is final (reference). The
-runner (`experiment.evaluate`) grades.
+DAGs in one jitted call, G* = argmax, and the MAS runs once. The candidates (config `graph_pool`):
+"per_query" (reference) draws K random DAGs for each query, seeded by the run seed and the item id
+(`graph_pool.per_query_pool`; one compiled shape [K, N, N] for every query); "shared" scores one pool,
+prepared once, for the whole split (`gcn.score_prepared`). With `consensus`, an answer every active role
+shares is final (reference). The runner (`experiment.evaluate`) grades.
 
 Stage 1 and stage-2 data use `stage1_proposers` proposer positions (reference: 6 on MMLU-Redux);
 inference fills `num_proposers` slots from the rotation, so the two may differ.
 
 Ablations (paper Table 2), chosen by the config, not by code paths hidden elsewhere:
-- graph_mode="random_vote" (w/o Graph): `vote_graphs` graphs drawn from the pool (seeded by the run
-  seed and the item id), the MAS runs on each, the answer is the majority vote over their final
+- graph_mode="random_vote" (w/o Graph): `vote_graphs` graphs drawn from the query's candidates (seeded by
+  the run seed and the item id), the MAS runs on each, the answer is the majority vote over their final
   answers (`methods.voting`); the reference's --random_graph is vote_graphs = 1 (one graph, one run).
 - llm_mode="strong" (w/o LLM Selection): the setting's strong model at every proposer and
   synthesizer position, on the classifier's G*; under the rotation its drop rule still applies.
@@ -59,9 +61,23 @@ EMBED_CHUNK = 16  # queries per encoder-lock hold (x R role texts: a few seconds
 
 
 def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:
-  """The K candidates: K - 3 seeded random DAGs over sparse/medium/dense bands, plus chain, star, full."""
+  """The shared pool (graph_pool="shared"): K - 3 seeded random DAGs over sparse/medium/dense bands, plus
+  chain, star, full."""
   return graph_pool.make_pool(cfg.seed, num_roles, cfg.num_candidates - 3, min_density=cfg.pool_min_density,
                               max_density=cfg.pool_max_density, include_reference=True)
+
+
+def item_fold(item_id: str) -> int:
+  """The fold of a query in every per-query key and generator: crc32 of its id (stable across runs)."""
+  return zlib.crc32(item_id.encode())
+
+
+def query_candidates(cfg: HieraMASConfig, num_roles: int, item_id: str) -> graph_pool.GraphPool:
+  """The K candidates of one test query (graph_pool="per_query", the reference): random DAGs at densities
+  U[pool_min_density, pool_max_density] from fold_in(fold_in(key(seed), INFERENCE_TAG), crc32(item id))."""
+  key = jax.random.fold_in(jax.random.key(cfg.seed), training.INFERENCE_TAG)
+  return graph_pool.per_query_pool(key, item_fold(item_id), cfg.num_candidates, num_roles,
+                                   min_density=cfg.pool_min_density, max_density=cfg.pool_max_density)
 
 
 class HieraMAS:
@@ -84,8 +100,9 @@ class HieraMAS:
     self._emb: training.Embeddings | None = None
     self.policy_state = None
     self.scorer_params = None
-    self.pool = inference_pool(self.config, self.setup.num_roles)
-    self._prepared = gcn_lib.prepare_pool(self.pool.adjacency, self.pool.node_mask)
+    # The shared pool (graph_pool="shared") is built and prepared once; per-query candidates in `candidates`.
+    self.pool = inference_pool(self.config, self.setup.num_roles) if self.config.graph_pool == "shared" else None
+    self._prepared = None if self.pool is None else gcn_lib.prepare_pool(self.pool.adjacency, self.pool.node_mask)
     self._scorer = training.scorer_net(self.config)
     self.fit_summary: dict[str, Any] = {}
 
@@ -204,15 +221,22 @@ class HieraMAS:
     if items and self.policy_state is not None:
       await asyncio.to_thread(warm_up, self, items[0])
 
-  def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray]:
-    """(choices [R, P], scores [K]) for one query: greedy policy and all K candidates scored at once."""
+  def candidates(self, item: Item) -> graph_pool.GraphPool:
+    """The K candidate DAGs of one query: its own draw (per_query) or the shared pool."""
+    if self.pool is not None:
+      return self.pool
+    return query_candidates(self.config, self.setup.num_roles, item.id)
+
+  def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray, graph_pool.GraphPool]:
+    """(choices [R, P], scores [K], candidates) for one query: the policy's choices and all K candidates
+    scored in one jitted call (-inf on masked duplicates)."""
     if self.policy_state is None or self.scorer_params is None:
       raise HieraMASError("HieraMAS.solve before fit() or load()")
     emb = self.embeddings
     inputs = emb.policy_inputs(emb.query_role([item]))
     cfg = self.config
     if cfg.inference == "rotation":
-      rng = np.random.default_rng([cfg.seed, training.INFERENCE_TAG, 1, zlib.crc32(item.id.encode())])
+      rng = np.random.default_rng([cfg.seed, training.INFERENCE_TAG, 1, item_fold(item.id)])
       logits = np.asarray(policy_lib.logits(self.policy_state.params, inputs, net=self.policy_state.net))[0]
       choices = policy_lib.rotation_choices(logits, rng, cfg.num_proposers, top_n=cfg.rotation_top_n,
                                             max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable)
@@ -223,9 +247,15 @@ class HieraMAS:
       if cfg.inference == "rotation":  # the reference's --fixed_llm keeps the role-drop rule
         strong[choices[:, -1] == self.setup.skip_index, -1] = self.setup.skip_index
       choices = strong
-    scores = np.asarray(gcn_lib.score_prepared(self.scorer_params, emb.queries([item]), emb.role_emb, self._prepared,
-                                               net=self._scorer))[0]
-    return choices, scores
+    if self._prepared is not None:
+      pool = self.pool
+      scores = gcn_lib.score_prepared(self.scorer_params, emb.queries([item]), emb.role_emb, self._prepared,
+                                      net=self._scorer)
+    else:
+      pool = self.candidates(item)
+      scores = gcn_lib.score_candidates(self.scorer_params, emb.queries([item]), emb.role_emb, pool.adjacency,
+                                        pool.node_mask, net=self._scorer)
+    return choices, np.asarray(scores)[0], pool
 
   def policy_probabilities(self, item: Item) -> np.ndarray:
     """[R, P, M + 1] the policy's normalised logits (softmax at temperature 1; last column: skip) for one
@@ -235,17 +265,18 @@ class HieraMAS:
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     self._check_ctx(ctx)
-    choices, scores = self.choose(item)
+    choices, scores, pool = self.choose(item)
     names = self.setup.choice_names(choices)
     if self.config.graph_mode == "classifier":
       g = int(np.argmax(scores))
-      config, active = self.setup.to_config(choices, self.pool.adjacency[g])
+      config, active = self.setup.to_config(choices, pool.adjacency[g])
       trace = await run_mas(ctx.client, item, config, ctx.settings, method=self.name)
-      trace.extra.update(self._graph_record(g, scores))
+      trace.extra.update(self._graph_record(pool, g, scores))
     else:
-      rng = np.random.default_rng([self.config.seed, training.INFERENCE_TAG, zlib.crc32(item.id.encode())])
-      graphs = rng.choice(self.pool.num_graphs, size=min(self.config.vote_graphs, self.pool.num_graphs), replace=False)
-      configs = [self.setup.to_config(choices, self.pool.adjacency[g]) for g in graphs]
+      rng = np.random.default_rng([self.config.seed, training.INFERENCE_TAG, item_fold(item.id)])
+      real = np.flatnonzero(pool.graph_mask)  # the distinct candidates
+      graphs = rng.choice(real, size=min(self.config.vote_graphs, real.size), replace=False)
+      configs = [self.setup.to_config(choices, pool.adjacency[g]) for g in graphs]
       runs = await asyncio.gather(*(run_mas(ctx.client, item, c, ctx.settings, method=self.name) for c, _ in configs))
       vote = await majority_vote(item, [t.final_text for t in runs])
       trace = Trace(item_id=item.id, method=self.name, final_text=runs[vote.winner].final_text,
@@ -253,7 +284,7 @@ class HieraMAS:
                     extra={"config": runs[vote.winner].extra["config"], "vote": {"counts": vote.counts,
                                                                                  "winner": vote.winner}})
       active = configs[vote.winner][1]
-      trace.extra.update(self._graph_record(int(graphs[vote.winner]), scores))
+      trace.extra.update(self._graph_record(pool, int(graphs[vote.winner]), scores))
       trace.extra["vote_graphs"] = [int(g) for g in graphs]
     if self.config.consensus:
       agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))])
@@ -266,10 +297,11 @@ class HieraMAS:
                         "policy_probs": np.round(self.policy_probabilities(item), 4).tolist()})
     return trace
 
-  def _graph_record(self, g: int, scores: np.ndarray) -> dict[str, Any]:
-    adj = self.pool.adjacency[g][:self.setup.num_roles, :self.setup.num_roles]
-    return {"graph_index": g, "graph_density": float(self.pool.density[g]),
-            "graph_kind": graph_pool.KIND_NAMES[int(self.pool.kind[g])], "graph_score": float(scores[g]),
+  def _graph_record(self, pool: graph_pool.GraphPool, g: int, scores: np.ndarray) -> dict[str, Any]:
+    """The chosen graph; `graph_index` is its index among the query's candidates (per_query) or in the pool."""
+    adj = pool.adjacency[g][:self.setup.num_roles, :self.setup.num_roles]
+    return {"graph_index": g, "graph_density": float(pool.density[g]),
+            "graph_kind": graph_pool.KIND_NAMES[int(pool.kind[g])], "graph_score": float(scores[g]),
             "graph_edges": [[int(i), int(j)] for i, j in zip(*np.nonzero(adj))]}
 
 

@@ -41,23 +41,27 @@ from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
 from hieramas_jax.methods.masrouter import model
 
-# Collaboration modes and their profiles (after the public code's reasoning_profile; our wording).
+# Collaboration modes and their profiles, as the public code words them (`MAR/Agent/reasoning_profile.py`;
+# embedded as "Name : Description", as `mas_router.py` does).
 MODES = (
-    ("IO", "In single-agent IO reasoning, an agent directly gives an output based on the input."),
-    ("CoT", "In single-agent CoT reasoning, an agent reasons step by step to reach the answer."),
-    ("Chain", "In multi-agent chain reasoning, agents reason one after another, each passing its result on."),
-    ("FullConnected", "In multi-agent full-graph reasoning, every agent reads the outputs of all agents before it."),
-    ("Debate", "In multi-agent debate reasoning, agents answer, read each other's answers, challenge them and "
-               "answer again to reach a consensus."),
-    ("Reflection", "In reflection reasoning, agents reflect on their own reasoning and answers to improve them."),
+    ("IO", "In single-agent IO reasoning, a single agent directly gives an output based on the input."),
+    ("CoT", "In single-agent CoT reasoning, a single agent reasons step-by-step to achieve a goal."),
+    ("Chain", "In multi-agent chain reasoning, multiple agents sequentially reason and pass information in a "
+              "chain-like manner."),
+    ("FullConnected", "In multi-agent full-graph reasoning, multiple agents reason collectively over the entire "
+                      "graph structure."),
+    ("Debate", "In multi-agent debate reasoning, multiple agents engage in a structured argumentative dialogue to "
+               "explore different perspectives, challenge assumptions, and reach a consensus."),
+    ("Reflection", "In reflection reasoning, multiple agents reflect on their own reasoning processes and outcomes to "
+                   "improve their performance."),
 )
-# The extra instruction each mode adds to an agent's system message.
+# The instruction each mode adds to an agent's system message: the public `MAR/Prompts/reasoning.py`
+# (`reasoning_prompt`), word for word; "" adds nothing. Nothing else asks the agents to reason (no
+# "Let's think step by step." in the question block: `cot=False`): CoT's own sentence does.
 MODE_INSTRUCTIONS = {
-    "IO": "Answer directly.", "CoT": "Reason step by step before answering.",
-    "Chain": "Build on the previous agent's reasoning, correct it where it is wrong, and answer.",
-    "FullConnected": "Take every other agent's reasoning into account, correct it where it is wrong, and answer.",
-    "Debate": "Consider the other agents' answers critically, defend or revise your own, and answer.",
-    "Reflection": "Reason step by step before answering.",
+    "IO": "", "CoT": "Please give step by step answers to the questions.", "Chain": "", "FullConnected": "",
+    "Debate": "Please try your best to give answers that are different or opposite to those of other agents.",
+    "Reflection": "",
 }
 # Task profiles: one per benchmark domain (the reference classifies among its datasets' task types).
 TASKS = (("math", "Math: mathematical problems that need calculation, algebra, geometry or proof to reach an "
@@ -203,7 +207,7 @@ class MASRouter:
     agents = tuple(RoundAgent(self.roles[int(r)], llm, reflect=mode == "Reflection")
                    for r, llm in zip(np.asarray(choices.roles[b])[:n], llms))
     spatial, temporal = mode_graph(mode, n)
-    return mode, RoundsConfig(agents, tuple(spatial), tuple(temporal), decision_model(llms), cot=mode != "IO",
+    return mode, RoundsConfig(agents, tuple(spatial), tuple(temporal), decision_model(llms), cot=False,
                               reasoning=MODE_INSTRUCTIONS[mode])
 
   def _steps(self, num_train: int) -> int:
