@@ -23,7 +23,8 @@ from absl import app, flags
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
+                                      run_or_exit, selected_flags)
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
 from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
 from hieramas_jax.fileio import atomic_write_json
@@ -83,7 +84,8 @@ flags.DEFINE_string("load_run", None, f"Take the trained policy and classifier f
                     f"of training: '{SAME_RUN_UNTAGGED}' for the untagged cell of the same run root, benchmark, pool "
                     "and seed, or a cell's run directory (may name config fields). Training settings and data "
                     "sizes must match.")
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's).")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's)."
+                    + LIMITED_ROOT_HELP)
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where hieramas_<benchmark>_<pool>[_<tag>].json is written.")
 flags.DEFINE_integer("train_limit", None, "Use only the first N training queries (default: all; MMLU-Redux 512).",
                      lower_bound=1)
@@ -127,7 +129,7 @@ def main(argv):
   async def go():
     async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process,
                             needed_models=pool_models(spec.pools)) as backend:
-      return await run_table(spec, {cfg.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
+      return await run_table(spec, {cfg.seed: backend}, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                              max_queries=cfg.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel

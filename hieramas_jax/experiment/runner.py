@@ -48,7 +48,7 @@ from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
 from hieramas_jax.experiment.provenance import atomic_write_json, process_commit, provenance
 from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
-                                            repo_relative, safe_name)
+                                            repo_relative, run_dir_conflict, safe_name)
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
                                              WandbWriter, scalar_leaves, wandb_group)
 from hieramas_jax.llm.registry import get_pool
@@ -198,6 +198,16 @@ class TableSpec:
     if benchmark in self.train_limit:
       return self.train_limit[benchmark]
     return DEFAULT_TRAIN_LIMIT.get(benchmark)
+
+  def limits_suffix(self) -> str:
+    """"-limit3-train8-val4" for a run cut to those limits, "" for the default splits (names default run roots).
+
+    A training limit equal to the default (MMLU-Redux's 512) names nothing: such a run is the full table's.
+    """
+    parts = [f"limit{self.test_limit}" if self.test_limit else ""]
+    train = sorted({str(v) for b, v in self.train_limit.items() if v and v != DEFAULT_TRAIN_LIMIT.get(b)})
+    parts += [f"train{'_'.join(train)}" if train else "", f"val{self.val_limit}" if self.val_limit else ""]
+    return "".join(f"-{p}" for p in parts if p)
 
   def to_json(self) -> dict[str, Any]:
     return {"methods": list(self.methods), "benchmarks": list(self.benchmarks), "pools": list(self.pools),
@@ -585,18 +595,38 @@ class CellWriters:
     self.fit.close()
 
 
-async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
-                   progress: TableProgress, settings: RunSettings = RunSettings(), method=None,
-                   show_bars: bool = False, use_wandb: bool = False, flags: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
-  """Fit-or-load, evaluate and summarise one cell; returns its record for the table."""
+@dataclasses.dataclass(frozen=True)
+class CellPlan:
+  """A cell before it starts: its queries, the fit it loads, its run directory and config.json's content."""
+
+  cell: Cell
+  method: Any
+  items: CellItems
+  source: pathlib.Path | None
+  run_dir: pathlib.Path
+  config: Mapping[str, Any]
+
+  @property
+  def sizes(self) -> dict[str, int]:
+    return {"train": len(self.items.train), "val": len(self.items.val), "test": len(self.items.test)}
+
+
+class PreflightError(RunConfigMismatchError):
+  """Every conflict found before a table starts (run directories, --load_run, data hashes): one line each."""
+
+  def __init__(self, problems: Sequence[str]):
+    super().__init__("\n".join(problems))
+    self.problems = list(problems)
+
+
+def plan_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, settings: RunSettings,
+              method) -> CellPlan:
+  """What the cell will run and where, computed without writing anything."""
   items = cell_items(spec, cell.benchmark)
   if not items.test:
     raise InvalidRunError(f"{cell.key}: no test queries")
-  method = method if method is not None else build_method(cell, spec)
   source = load_source(cell, spec, root)
-  sizes = {"train": len(items.train), "val": len(items.val), "test": len(items.test)}
-  run_dir = prepare_run_dir(cell_dir(root, cell), {
+  config = {
       "cell": dataclasses.asdict(cell), "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
       "method_config": json.loads(json.dumps(method.describe(), default=str)),
       "load_from": repo_relative(source) if source is not None else None,
@@ -604,7 +634,50 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
                  for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
       "data": data_record(cell.benchmark, cell.setting),
       # Grades depend on the isolation: a run graded in the fallback never resumes under bubblewrap.
-      **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})})
+      **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})}
+  return CellPlan(cell, method, items, source, cell_dir(root, cell), json.loads(json.dumps(config)))
+
+
+def load_problems(plan: CellPlan) -> list[str]:
+  """Why the cell cannot load its --load_run (empty: it can, or it loads nothing)."""
+  source = plan.source
+  if source is None:
+    return []
+  if not (source / FIT_FILE).exists():
+    return [f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing)"]
+  try:
+    theirs = read_json(source / "config.json", f"--load_run {repo_relative(source)} is damaged: retrain it")
+  except StateError as e:
+    return [str(e)]
+  differences = load_mismatch(theirs, plan.config, plan.method)
+  if differences:
+    return [f"--load_run {repo_relative(source)} was trained differently: {'; '.join(differences)}; cannot load it "
+            "(run it with the same training flags and data sizes, or train this cell itself)"]
+  return []
+
+
+def preflight(plans: Sequence[CellPlan]) -> None:
+  """Checks every cell's run directory, data hashes and --load_run before any cell starts; writes nothing.
+
+  Raises:
+    PreflightError: naming every conflict, one line each.
+  """
+  problems: list[str] = []
+  for plan in plans:
+    conflict = run_dir_conflict(plan.run_dir, plan.config)
+    if conflict is not None:
+      problems.append(str(conflict))
+    problems += load_problems(plan)
+  if problems:
+    raise PreflightError(problems)
+
+
+async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
+                   progress: TableProgress, settings: RunSettings = RunSettings(), show_bars: bool = False,
+                   use_wandb: bool = False, flags: Mapping[str, Any] | None = None) -> dict[str, Any]:
+  """Fit-or-load, evaluate and summarise one cell (checked by `preflight`); returns its record for the table."""
+  cell, method, items, source, sizes = plan.cell, plan.method, plan.items, plan.source, plan.sizes
+  run_dir = prepare_run_dir(plan.run_dir, plan.config)
   writers = CellWriters.make(run_dir, cell, {**dict(flags or {}), "cell": dataclasses.asdict(cell),
                                              "method_config": method.describe(), "sizes": sizes,
                                              "run_dir": repo_relative(run_dir)},
@@ -680,7 +753,16 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   root = table_root(run_root, endpoint)
   cells = spec.cells()
   methods = {c.key: build_method(c, spec) for c in cells}
-  totals = {c.key: len(cell_items(spec, c.benchmark).test) for c in cells}
+  plans, problems = [], []
+  for c in cells:
+    try:
+      plans.append(plan_cell(c, spec, backends[c.seed], root=root, settings=settings, method=methods[c.key]))
+    except InvalidRunError as e:
+      problems.append(str(e))
+  if problems:
+    raise PreflightError(problems)
+  preflight(plans)
+  totals = {p.cell.key: len(p.items.test) for p in plans}
   bound = asyncio.Semaphore(max_queries)
   # Cells push compiles, embeddings and jitted steps to worker threads; the default pool (cores + 4)
   # would let a few long compiles hold every worker while other cells' millisecond steps queue.
@@ -690,10 +772,10 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
   started = time.monotonic()
   try:
-    outcomes_ = await asyncio.gather(*(run_cell(c, spec, backends[c.seed], root=root, bound=bound,
-                                                progress=table_progress, settings=settings, method=methods[c.key],
-                                                use_wandb=use_wandb, flags=flags)
-                                       for c in cells), return_exceptions=True)
+    outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
+                                                progress=table_progress, settings=settings, use_wandb=use_wandb,
+                                                flags=flags)
+                                       for p in plans), return_exceptions=True)
   finally:
     table_progress.close()
   errors = [(c, e) for c, e in zip(cells, outcomes_) if isinstance(e, BaseException)]
