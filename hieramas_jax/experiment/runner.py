@@ -611,7 +611,7 @@ class CellPlan:
     return {"train": len(self.items.train), "val": len(self.items.val), "test": len(self.items.test)}
 
 
-class PreflightError(RunConfigMismatchError):
+class PreflightError(InvalidRunError, RunConfigMismatchError):
   """Every conflict found before a table starts (run directories, --load_run, data hashes): one line each."""
 
   def __init__(self, problems: Sequence[str]):
@@ -724,6 +724,21 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
     writers.close()
 
 
+def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.Path,
+               settings: RunSettings = RunSettings()) -> list[CellPlan]:
+  """Every cell's plan, checked by `preflight` (PreflightError naming every conflict); writes nothing."""
+  plans, problems = [], []
+  for c in spec.cells():
+    try:
+      plans.append(plan_cell(c, spec, backends[c.seed], root=root, settings=settings, method=build_method(c, spec)))
+    except InvalidRunError as e:
+      problems.append(str(e))
+  if problems:
+    raise PreflightError(problems)
+  preflight(plans)
+  return plans
+
+
 async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_root: str | pathlib.Path,
                     flags: Mapping[str, Any], command: str | None = None, max_queries: int = 32,
                     progress: bool = True, settings: RunSettings = RunSettings(),
@@ -751,17 +766,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   labels = {backends[s].label for s in spec.seeds}
   endpoint = backends[spec.seeds[0]].endpoint.name
   root = table_root(run_root, endpoint)
-  cells = spec.cells()
-  methods = {c.key: build_method(c, spec) for c in cells}
-  plans, problems = [], []
-  for c in cells:
-    try:
-      plans.append(plan_cell(c, spec, backends[c.seed], root=root, settings=settings, method=methods[c.key]))
-    except InvalidRunError as e:
-      problems.append(str(e))
-  if problems:
-    raise PreflightError(problems)
-  preflight(plans)
+  plans = plan_table(spec, backends, root, settings)
+  cells = [p.cell for p in plans]
   totals = {p.cell.key: len(p.items.test) for p in plans}
   bound = asyncio.Semaphore(max_queries)
   # Cells push compiles, embeddings and jitted steps to worker threads; the default pool (cores + 4)
