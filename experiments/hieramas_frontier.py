@@ -12,7 +12,6 @@ k (300) is the Table 1 cell itself and every cell resumes. The baselines' points
 from __future__ import annotations
 
 import json
-import logging
 import pathlib
 
 from absl import app, flags
@@ -21,6 +20,7 @@ from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
                                       run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -47,6 +47,7 @@ flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own proc
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.DEFINE_bool("wandb", False, "Every cell its own W&B run (offline unless WANDB_MODE=online).")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("benchmarks", "pools", "ks", "recipes", "seed", "limit", "train_limit", "val_limit", "table1",
              "max_queries", "run_root", "out_dir", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -68,8 +69,7 @@ def _check_recipes(recipes) -> None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)
+  quiet_console(FLAGS.verbose)
   ks = run_or_exit(lambda: _parse_ks(FLAGS.ks), (ValueError,))
   run_or_exit(lambda: _check_recipes(FLAGS.recipes), (ValueError,))
   specs = run_or_exit(lambda: frontier_specs(FLAGS.benchmarks, FLAGS.pools, ks, FLAGS.recipes, seed=FLAGS.seed,

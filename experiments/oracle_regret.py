@@ -11,7 +11,6 @@ ones compared. Writes <out_dir>/regret.json and regret.md (`report/regret.py`).
 
 from __future__ import annotations
 
-import logging
 import pathlib
 
 from absl import app, flags
@@ -20,6 +19,7 @@ from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
 from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
                                       run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
@@ -54,6 +54,7 @@ flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.DEFINE_bool("wandb", True, "Every cell and the regret file its own W&B run (offline unless WANDB_MODE=online or "
                   "WANDB_API_KEY is set).")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_random_graphs", "search_option", "limit",
              "train_limit",
@@ -63,8 +64,7 @@ RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_r
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  quiet_console(FLAGS.verbose)
   options = {"budget": FLAGS.budget, "max_search_items": FLAGS.max_search_items,
              "num_random_graphs": FLAGS.num_random_graphs,
              **run_or_exit(lambda: parse_method_options(f"static_search.{o}" for o in FLAGS.search_option),

@@ -28,6 +28,7 @@ from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, po
 from hieramas_jax.experiment.dry_run import dry_run_report
 from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
                                       run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -65,6 +66,7 @@ flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
              "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -89,8 +91,7 @@ def build_spec() -> TableSpec:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  quiet_console(FLAGS.verbose)
   spec = run_or_exit(build_spec, (InvalidRunError,))
   if FLAGS.dry_run:
     print(run_or_exit(lambda: dry_run_report(spec, FLAGS)))

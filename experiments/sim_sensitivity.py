@@ -22,6 +22,7 @@ from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
                                       run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
@@ -50,6 +51,7 @@ flags.DEFINE_bool("sim_process", True, "Serve the sim from its own process.")
 flags.DEFINE_bool("wandb", True, "Each cell its own W&B run (offline unless configured).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "profiles", "seed", "limit", "train_limit", "out_dir", "run_root",
              "max_queries", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -69,6 +71,7 @@ def check_flags() -> TableSpec:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  quiet_console(FLAGS.verbose)
   spec = run_or_exit(check_flags, (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
 

@@ -15,7 +15,6 @@ default (results labelled "simulated pool").
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 
 from absl import app, flags
@@ -25,6 +24,7 @@ from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
 from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
                                       run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
 from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
 from hieramas_jax.fileio import atomic_write_json
@@ -96,6 +96,7 @@ flags.DEFINE_bool("wandb", True, "The cell and each training stage its own W&B r
                   "or WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = CONFIG_FLAGS + ("tag", "run_name", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
                             "test_limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -108,8 +109,7 @@ def _safe(name: str) -> str:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  quiet_console(FLAGS.verbose)
   cfg = run_or_exit(lambda: HieraMASConfig(**{n: FLAGS[n].value for n in CONFIG_FLAGS}), (HieraMASConfigError,))
   tag = run_or_exit(lambda: FLAGS.tag.format(**cfg.to_json()), (KeyError, ValueError))
   load_run = run_or_exit(lambda: FLAGS.load_run.format(**cfg.to_json()), (KeyError, ValueError)) \

@@ -38,13 +38,12 @@ import pathlib
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
-from tqdm.auto import tqdm
-
 from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.benchmarks import sandbox as sandbox_lib
 from hieramas_jax.benchmarks import splits as splits_lib
 from hieramas_jax.benchmarks.data import Item, check_benchmark
 from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.console import LiveDisplay
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
 from hieramas_jax.experiment.provenance import atomic_write_json, process_commit, provenance
 from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
@@ -330,24 +329,39 @@ class TrainingMeter:
 
 
 class TableProgress:
-  """One bar over every test query of the table, per-cell states in progress.json, a log line per change."""
+  """The table's progress: one live display (per cell its stage, counts, rate, ETA; a table line),
+  per-cell states in progress.json, and a log line per change (shown with --verbose).
+
+  Its own channel, apart from the metric writers: `status` (a cell's state), `item` (test queries done)
+  and `reporter(key)`, the `(stage, done, total)` callable a method's fit reports its steps through.
+  """
 
   def __init__(self, totals: Mapping[str, int], path: pathlib.Path, *, enabled: bool):
     self.path = path
     self.cells = {k: {"status": "pending", "done": 0, "total": n} for k, n in totals.items()}
-    self.bar = tqdm(total=sum(totals.values()), desc="table", disable=not enabled, dynamic_ncols=True)
+    self.display = LiveDisplay(list(totals), enabled=enabled)
     self._written = 0.0
 
   def status(self, key: str, status: str, **extra: Any) -> None:
     self.cells[key].update(status=status, **extra)
     log.info("%s: %s%s", key, status, "".join(f", {k}={v}" for k, v in extra.items()))
+    counts = {"done": self.cells[key]["done"], "total": self.cells[key]["total"]}
+    if status in ("evaluating", "done"):
+      self.display.update(key, status, **counts,
+                          note=f"accuracy {extra['accuracy']:.2f}" if "accuracy" in extra else None)
+    else:
+      self.display.update(key, status)
     self._flush(force=True)
 
+  def reporter(self, key: str):
+    """`report(stage, done, total)` for a cell's fit: "fit: stage 1" 3/8 on the display."""
+    def report(stage: str, done: int, total: int | None = None) -> None:
+      self.display.update(key, f"fit: {stage}", done=done, total=total)
+    return report
+
   def item(self, key: str, done: int) -> None:
-    self.bar.update(max(0, done - self.cells[key]["done"]))
     self.cells[key]["done"] = done
-    done_cells = sum(c["status"] == "done" for c in self.cells.values())
-    self.bar.set_postfix(cells=f"{done_cells}/{len(self.cells)}", refresh=False)
+    self.display.update(key, done=done)
     self._flush()
 
   def _flush(self, force: bool = False) -> None:
@@ -358,24 +372,7 @@ class TableProgress:
 
   def close(self) -> None:
     self._flush(force=True)
-    self.bar.close()
-
-
-class _ItemProgress(NullWriter):
-  """A metric writer that feeds a cell's finished-item count to the table's progress."""
-
-  def __init__(self, progress: TableProgress, key: str):
-    self.progress, self.key = progress, key
-
-  def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
-    del scalars
-    self.progress.item(self.key, step)
-
-  def write_summary(self, summary: Mapping[str, Any]) -> None:
-    pass
-
-  def close(self) -> None:
-    pass
+    self.display.close()
 
 
 def table_root(run_root: str | pathlib.Path, endpoint_name: str) -> pathlib.Path:
@@ -458,7 +455,7 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
   progress.status(cell.key, "fitting", train=len(items.train), val=len(items.val))
   meter = TrainingMeter(ctx.client, run_dir / TRAINING_COST_FILE)
   fit_ctx = dataclasses.replace(ctx, client=meter, state_dir=run_dir / STATE_DIR, writer=writers,
-                                progress=show_bars, checkpoint=meter.commit)
+                                progress=show_bars, checkpoint=meter.commit, report=progress.reporter(cell.key))
   summary = dict(await method.fit(items.train, items.val, fit_ctx))
   meter.commit()
   # A method whose own durable records know its training cost exactly (a per-query search store)
@@ -699,8 +696,8 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
     if need_state:
       await method.prepare([it for it in items.test if it.id not in done], ctx)
     progress.status(cell.key, "evaluating", done=len(done))
-    results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound,
-                             writers=[_ItemProgress(progress, cell.key)], progress=False, desc=cell.key)
+    results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound, progress=False, desc=cell.key,
+                             report=functools.partial(progress.item, cell.key))
     summary = summarise(results)
     timing = {"fit_or_load_s": round(fitted - started, 3), "evaluate_s": round(time.monotonic() - fitted, 3)}
     # A variant that loads another cell's fit spent nothing on training itself.
@@ -720,6 +717,9 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
     await asyncio.to_thread(writers.log_results, cell, run_dir, results, record)
     progress.status(cell.key, "done", accuracy=round(summary["accuracy"], 2))
     return record
+  except BaseException:
+    progress.status(cell.key, "failed")
+    raise
   finally:
     writers.close()
 
