@@ -45,7 +45,9 @@ def test_writer_logs_config_curves_summary_table_and_artifact_into_the_offline_r
   result = tmp_path / "results.json"
   result.write_text('{"accuracy": 50.0}')
   w = WandbWriter(tmp_path / "run", {"seed": 3, "api_key": SECRET, "nested": {"token": SECRET, "note": SECRET},
-                                     "api_key_env": "OPENROUTER_API_KEY"},
+                                     "api_key_env": "OPENROUTER_API_KEY", "max_tokens": 2048, "prompt_tokens": 7,
+                                     "authorization": "Bearer abc", "HF_TOKEN": "abc", "OPENAI_API_KEY": "abc",
+                                     "apiKey": "abc"},
                   name="cell", group="table1/sim", job_type="base", tags=("main", ""))
   w.write_scalars(1, {"eval/running_accuracy": 100.0})
   w.write_scalars(2, {"eval/running_accuracy": 50.0})
@@ -58,6 +60,9 @@ def test_writer_logs_config_curves_summary_table_and_artifact_into_the_offline_r
   assert run.config["seed"] == 3 and run.config["api_key"] == "<redacted>"
   assert run.config["nested"] == {"token": "<redacted>", "note": "<redacted>"}
   assert run.config["api_key_env"] == "OPENROUTER_API_KEY"
+  # Secrets by name, as whole words: counts named "...tokens" are not secrets.
+  assert run.config["max_tokens"] == 2048 and run.config["prompt_tokens"] == 7
+  assert all(run.config[k] == "<redacted>" for k in ("authorization", "HF_TOKEN", "OPENAI_API_KEY", "apiKey"))
   assert [h["eval/running_accuracy"] for h in run.history if "eval/running_accuracy" in h] == [100.0, 50.0]
   assert run.summary["accuracy"] == 50.0
   (table,) = [p for p in run.files if p.name.startswith("per_query") and p.name.endswith(".table.json")]
