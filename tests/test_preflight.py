@@ -110,3 +110,13 @@ def test_limited_runs_get_their_own_default_run_root(argv, limits, expected):
   benchmarks = tuple(limits.get("train_limit", {"math": None}))
   spec = TableSpec(("base",), benchmarks, ("gpt-5-mini",), **limits)
   assert default_run_root(values, spec) == expected
+
+
+def test_a_method_option_typo_names_the_field_and_lists_the_valid_ones():
+  from hieramas_jax.experiment.runner import Cell, InvalidRunError, build_method
+  spec = TableSpec(("gdesigner",), ("math",), ("gpt-5-mini",), method_options={"gdesigner": {"iteratons": 2}})
+  with pytest.raises(InvalidRunError) as caught:
+    build_method(Cell("gdesigner", "math", "gpt-5-mini"), spec)
+  message = str(caught.value)
+  assert "--method_option gdesigner.iteratons: no such field (did you mean iterations?)" in message
+  assert "gdesigner's fields: batch_size, " in message and "TypeError" not in message and "__init__" not in message

@@ -132,7 +132,7 @@ def load_done(run_dir: str | os.PathLike) -> dict[str, ItemResult]:
 async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
                    run_dir: str | os.PathLike | None = None, bound: int | asyncio.Semaphore = 32,
                    writers: Iterable[MetricWriter] = (), progress: bool = True, desc: str | None = None,
-                   save_traces: bool = True, report: Callable[[int], None] | None = None) -> list[ItemResult]:
+                   save_traces: bool = True, report: Callable[[int, ItemResult], None] | None = None) -> list[ItemResult]:
   """Solve and grade every item; returns results in the order of `items`.
 
   Args:
@@ -146,7 +146,8 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     writers: metric writers; each finished item logs running accuracy and cost.
     progress: show a tqdm bar.
     desc: the progress bar's label.
-    report: called with the number of items done after each one finishes (the table's live display).
+    report: called with the number of items done and the result after each one finishes (the table's live
+      display, the cell's W&B run).
     save_traces: also append each full trace (every call's text) to traces.jsonl.
 
   Raises:
@@ -191,7 +192,7 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     finished.append(result)
     bar.update(1)
     if report is not None:
-      report(len(finished))
+      report(len(finished), result)
     if writers:
       running = summarise(finished)
       for w in writers:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import difflib
 import functools
 import hashlib
 import json
@@ -49,10 +50,10 @@ from hieramas_jax.experiment.provenance import atomic_write_json, process_commit
 from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
                                             repo_relative, run_dir_conflict, safe_name)
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
-                                             WandbWriter, scalar_leaves, wandb_group)
+                                             WandbWriter, scalar_leaves, stable_run_id, wandb_group)
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import RunSettings
-from hieramas_jax.methods.api import RunContext, check_method_names, make_method
+from hieramas_jax.methods.api import CELL_ARGS, RunContext, check_method_names, make_method
 
 log = logging.getLogger(__name__)
 
@@ -512,8 +513,28 @@ def build_method(cell: Cell, spec: TableSpec):
   options = dict(spec.method_options.get(cell.method, {}))
   try:
     return make_method(cell.method, benchmark=cell.benchmark, pool=cell.pool, seed=cell.seed, **options)
-  except (TypeError, ValueError) as e:
+  except TypeError as e:
+    raise InvalidRunError(f"{cell.method} on {cell.benchmark}/{cell.pool}: {_option_error(cell, options, e)}") from e
+  except ValueError as e:
     raise InvalidRunError(f"{cell.method} on {cell.benchmark}/{cell.pool}: {e}") from e
+
+
+def _option_error(cell: Cell, options: Mapping[str, Any], error: TypeError) -> str:
+  """"--method_option gdesigner.iteratons: no such field (did you mean iterations?); fields: ..." instead of
+  the constructor's TypeError: the fields are those the method describes itself with."""
+  try:
+    fields = sorted(set(make_method(cell.method, benchmark=cell.benchmark, pool=cell.pool, seed=cell.seed).describe())
+                    - set(CELL_ARGS))
+  except (TypeError, ValueError):
+    return str(error)
+  unknown = [k for k in options if k not in fields]
+  if not unknown:
+    return str(error)
+  parts = []
+  for k in unknown:
+    close = difflib.get_close_matches(k, fields, n=1)
+    parts.append(f"--method_option {cell.method}.{k}: no such field" + (f" (did you mean {close[0]}?)" if close else ""))
+  return "; ".join(parts) + f"; {cell.method}'s fields: {', '.join(fields)}"
 
 
 def wandb_group_of(root: pathlib.Path) -> str:
@@ -540,12 +561,33 @@ def per_query_rows(results: Sequence[ItemResult]) -> list[list[Any]]:
   return rows
 
 
+def wandb_config(cell: Cell, method_config: Mapping[str, Any], plan_config: Mapping[str, Any],
+                 run_dir: pathlib.Path) -> dict[str, Any]:
+  """A cell's W&B config: its own values at the top level (method, benchmark, pool, seed, the method's
+  fields, the sampling settings, split sizes, endpoint), not the whole command's lists of methods and
+  benchmarks."""
+  splits = plan_config.get("splits") or {}
+  return {**dict(plan_config.get("settings") or {}), **json.loads(json.dumps(dict(method_config), default=str)),
+          **dataclasses.asdict(cell),
+          "label": cell.label, "row": row_label(cell), "endpoint": plan_config.get("endpoint"),
+          **{f"n_{part}": v.get("n") for part, v in splits.items()}, "run_dir": repo_relative(run_dir)}
+
+
+def row_label(cell: Cell) -> str:
+  """The cell's Table 1 row label ("HieraMAS", "GDesigner"; a tagged variant adds its tag): its W&B job_type."""
+  from hieramas_jax.report.paper import METHOD_TITLES  # pylint: disable=import-outside-toplevel
+  title = METHOD_TITLES.get(cell.method, cell.method)
+  return (f"{title} [{cell.tag}]" if cell.tag else title)[:64]
+
+
 @dataclasses.dataclass
 class CellWriters:
-  """A cell's writers: `fit` (training curves: console, metrics.jsonl, one W&B run per stage) and the
-  cell's own W&B run (running accuracy and cost, summary, per-query table, results artifact), which is
-  opened when the results are in and written from a worker thread: `wandb.init` blocks for about a
-  second, and the event loop meanwhile serves the other cells."""
+  """A cell's writers: `fit` (training curves: console, metrics.jsonl, one W&B run per stage, opened on
+  its first step) and the cell's own W&B run, opened when its evaluation starts (from a worker thread:
+  `wandb.init` blocks for about a second) and fed each query's result as it lands (`EvalStream`).
+
+  Every W&B run has a stable id (`stable_run_id` of the run directory and the stage): a killed and
+  resumed cell resumes its runs, and a rerun that computes nothing opens none."""
 
   fit: MultiWriter
   stages: NullWriter
@@ -558,9 +600,11 @@ class CellWriters:
     stages: NullWriter = NullWriter()
     open_eval: Any = NullWriter
     if use_wandb:
-      stages = StageWandbWriters(run_dir, config, method=cell.method, name=cell.key, group=group, tags=tags)
-      open_eval = functools.partial(WandbWriter, run_dir, config, name=cell.key, group=group, job_type=cell.label,
-                                    tags=tags)
+      run_id = stable_run_id(repo_relative(run_dir))
+      stages = StageWandbWriters(run_dir, config, method=cell.method, name=cell.key, group=group, tags=tags,
+                                 job_type=row_label(cell), run_id=run_id)
+      open_eval = functools.partial(WandbWriter, run_dir, config, name=cell.key, group=group,
+                                    job_type=row_label(cell), tags=tags, run_id=run_id)
     return cls(MultiWriter([ConsoleWriter(cell.key), JsonlWriter(run_dir), stages]), stages, open_eval)
 
   def log_fit(self, cell: Cell, run_dir: pathlib.Path, fit: Mapping[str, Any]) -> None:
@@ -570,19 +614,10 @@ class CellWriters:
     self.stages.write_summary(scalar_leaves({"fit": fit.get("summary") or {}, "training": fit.get("training") or {}}))
     self.stages.write_artifact(f"checkpoints-{cell.key}", "model", [run_dir / STATE_DIR, run_dir / FIT_FILE])
 
-  def log_results(self, cell: Cell, run_dir: pathlib.Path, results: Sequence[ItemResult],
-                  record: Mapping[str, Any]) -> None:
-    """Running accuracy and cost in test-split order, the summary, the per-query table, the results files."""
-    writer = self.open_eval()
+  def finish_eval(self, writer, cell: Cell, run_dir: pathlib.Path, record: Mapping[str, Any]) -> None:
+    """The summary and the results files, then the cell's run is closed."""
     try:
-      correct = cost = 0.0
-      for i, r in enumerate(results, 1):
-        correct += r.correct
-        cost += r.cost_usd
-        writer.write_scalars(i, {"eval/running_accuracy": 100.0 * correct / i, "eval/running_cost_usd": cost,
-                                 "eval/correct": float(r.correct), "eval/cost_usd": r.cost_usd})
       writer.write_summary(scalar_leaves({k: v for k, v in record.items() if k not in ("outcomes", "seed")}))
-      writer.write_table("per_query", PER_QUERY_COLUMNS, per_query_rows(results))
       writer.write_artifact(f"results-{cell.key}", "results",
                             [run_dir / SUMMARY_FILE, run_dir / "items.jsonl", run_dir / CHOSEN_FILE])
     finally:
@@ -590,6 +625,26 @@ class CellWriters:
 
   def close(self) -> None:
     self.fit.close()
+
+
+class EvalStream:
+  """Feeds a cell's W&B run as results land: running accuracy and cost (in completion order, counting the
+  queries a resumed run had already done) and the query's row of the incremental `per_query` table."""
+
+  def __init__(self, writer, done: Sequence[ItemResult]):
+    self.writer = writer
+    self.correct = float(sum(r.correct for r in done))
+    self.costs = [r.cost_usd for r in done]
+
+  def add(self, n_done: int, result: ItemResult) -> None:
+    self.correct += result.correct
+    self.costs.append(result.cost_usd)
+    self.writer.write_scalars(n_done, {"eval/running_accuracy": 100.0 * self.correct / n_done,
+                                       "eval/running_cost_usd": math.fsum(self.costs),
+                                       "eval/correct": float(result.correct), "eval/cost_usd": result.cost_usd})
+    log_rows = getattr(self.writer, "log_rows", None)
+    if log_rows is not None:
+      log_rows("per_query", PER_QUERY_COLUMNS, per_query_rows([result]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -675,9 +730,7 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
   """Fit-or-load, evaluate and summarise one cell (checked by `preflight`); returns its record for the table."""
   cell, method, items, source, sizes = plan.cell, plan.method, plan.items, plan.source, plan.sizes
   run_dir = prepare_run_dir(plan.run_dir, plan.config)
-  writers = CellWriters.make(run_dir, cell, {**dict(flags or {}), "cell": dataclasses.asdict(cell),
-                                             "method_config": method.describe(), "sizes": sizes,
-                                             "run_dir": repo_relative(run_dir)},
+  writers = CellWriters.make(run_dir, cell, wandb_config(cell, method.describe(), plan.config, run_dir),
                              group=wandb_group_of(root), use_wandb=use_wandb)
   try:
     ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
@@ -685,6 +738,7 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
     done = {k for k in load_done(run_dir) if k in wanted}
     need_state = len(done) < len(wanted)
     fit = None
+    eval_writer = None
     started = time.monotonic()
     fits_now = method.trainable and source is None and not (run_dir / FIT_FILE).exists()
     if method.trainable:
@@ -696,8 +750,18 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
     if need_state:
       await method.prepare([it for it in items.test if it.id not in done], ctx)
     progress.status(cell.key, "evaluating", done=len(done))
+    # The cell's W&B run opens when its queries start (a rerun that computes nothing opens none).
+    eval_writer = await asyncio.to_thread(writers.open_eval) if need_state else None
+    stream = EvalStream(eval_writer, [r for k, r in load_done(run_dir).items() if k in wanted]) \
+        if eval_writer is not None else None
+
+    def on_item(n_done: int, result: ItemResult) -> None:
+      progress.item(cell.key, n_done)
+      if stream is not None:
+        stream.add(n_done, result)
+
     results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound, progress=False, desc=cell.key,
-                             report=functools.partial(progress.item, cell.key))
+                             report=on_item)
     summary = summarise(results)
     timing = {"fit_or_load_s": round(fitted - started, 3), "evaluate_s": round(time.monotonic() - fitted, 3)}
     # A variant that loads another cell's fit spent nothing on training itself.
@@ -714,13 +778,17 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
     chosen = [chosen_record(r) for r in results]
     if any(len(c) > 2 for c in chosen):
       atomic_write_json(run_dir / CHOSEN_FILE, chosen)
-    await asyncio.to_thread(writers.log_results, cell, run_dir, results, record)
+    if eval_writer is not None:
+      await asyncio.to_thread(writers.finish_eval, eval_writer, cell, run_dir, record)
+      eval_writer = None
     progress.status(cell.key, "done", accuracy=round(summary["accuracy"], 2))
     return record
   except BaseException:
     progress.status(cell.key, "failed")
     raise
   finally:
+    if eval_writer is not None:
+      eval_writer.close()
     writers.close()
 
 
