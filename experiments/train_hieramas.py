@@ -2,7 +2,7 @@
 
   python experiments/train_hieramas.py --benchmark=mmlu_redux --pool=gpt-5-mini
   python experiments/train_hieramas.py --flagfile=experiments/ablations/wo_graph.flags --benchmark=math
-  python experiments/train_hieramas.py --benchmark=math --stage1_steps=4 --train_limit=16 --test_limit=8
+  python experiments/train_hieramas.py --benchmark=math --stage1_steps=4 --train_limit=16 --limit=8
 
 Every field of `HieraMASConfig` is a flag of the same name (help text from its docstring). The cell runs
 through the same runner as `reproduce_table1.py` (`experiment.runner`), into the same run root by
@@ -46,7 +46,9 @@ def _attribute_help() -> dict[str, str]:
   """`name: text` lines of HieraMASConfig's docstring (so flag help and the config never drift apart)."""
   helps, current = {}, []
   for line in (HieraMASConfig.__doc__ or "").split("Attributes:")[-1].splitlines():
-    m = re.match(r"^    ([a-z0-9_, ]+): (.*)$", line)
+    # A field line is "    name: text" (or "    a, b: text"); a continuation is indented further, and may
+    # itself hold "word: " (e.g. `"role" (the` / `reference: ...`), which must not read as a new field.
+    m = re.match(r"^    ([a-z0-9_]+(?:, [a-z0-9_]+)*): (.*)$", line)
     if m:
       current = [n.strip() for n in m.group(1).split(",")]
       for n in current:
@@ -90,7 +92,8 @@ flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where hieramas_<benchmark>_<po
 flags.DEFINE_integer("train_limit", None, "Use only the first N training queries (default: all; MMLU-Redux 512).",
                      lower_bound=1)
 flags.DEFINE_integer("val_limit", None, "Use only the first N validation queries.", lower_bound=1)
-flags.DEFINE_integer("test_limit", None, "Use only the first N test queries.", lower_bound=1)
+flags.DEFINE_integer("limit", None, "Use only the first N test queries (the same flag as reproduce_table1's).",
+                     lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
 flags.DEFINE_bool("wandb", True, "The cell and each training stage its own W&B run (offline unless WANDB_MODE=online "
                   "or WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
@@ -99,7 +102,7 @@ define_backend_flags()
 define_verbose_flag()
 
 RUN_FLAGS = CONFIG_FLAGS + ("tag", "run_name", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
-                            "test_limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
+                            "limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
 def _safe(name: str) -> str:
@@ -117,7 +120,7 @@ def main(argv):
   options = {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}
   spec = run_or_exit(lambda: TableSpec(
       ("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,),
-      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.test_limit,
+      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.limit,
       {"hieramas": options}, _safe(FLAGS.run_name) if FLAGS.run_name else tag,
       {"hieramas": load_run} if load_run else {}), (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
