@@ -19,8 +19,10 @@ Every cell, whatever its method, goes through the same steps:
   5. summary.json: accuracy, inference cost and tokens, training cost, n.
 
 All cells run at once as asyncio tasks; one semaphore bounds the queries in flight across all of them
-(training queries included), so a slow cell never stalls the others. Progress: one bar over every
-test query of the table, a log line when a cell starts fitting, finishes fitting or finishes, and
+(training queries included), so a slow cell never stalls the others. Before any cell starts, every
+cell's run directory, data hashes and --load_run are checked (`preflight`: one error naming every
+conflict, nothing written). Progress: one live display (per cell its stage, counts, rate and ETA; a table
+line), a log line per change of a cell's state (with --verbose), and
 `<run_root>/<endpoint>/progress.json` with each cell's state.
 """
 
