@@ -88,7 +88,9 @@ def test_a_refused_load_run_leaves_nothing_behind(sim, tmp_path):
   assert caught.value.sent == 0 and _files(root) == []
 
 
-def test_run_or_exit_prints_one_error_line_per_conflict(capsys):
+def test_run_or_exit_prints_one_error_line_per_conflict(capsys, monkeypatch):
+  monkeypatch.setattr("logging.shutdown", lambda: None)  # run_or_exit's own would close pytest's log handlers
+
   def refuse():
     raise PreflightError(["a conflicts", "b conflicts"])
   with pytest.raises(SystemExit) as caught:
