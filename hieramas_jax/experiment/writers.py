@@ -147,6 +147,7 @@ class WandbWriter(NullWriter):
                tags: Sequence[str] = (), mode: str | None = None, new_id: bool = False, run_id: str | None = None):
     import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
     self._wandb = wandb
+    self._tables: dict[str, Any] = {}  # incremental tables (`log_rows`)
     pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {}
     if run_id is not None and (new_id or not os.environ.get("WANDB_SWEEP_ID")):
@@ -169,12 +170,11 @@ class WandbWriter(NullWriter):
 
   def log_rows(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Appends rows to an incremental W&B table (each call logs only the new rows), as results stream in."""
-    tables = self.__dict__.setdefault("_tables", {})
-    if name not in tables:
-      tables[name] = self._wandb.Table(columns=list(columns), log_mode="INCREMENTAL")
+    if name not in self._tables:
+      self._tables[name] = self._wandb.Table(columns=list(columns), log_mode="INCREMENTAL")
     for r in rows:
-      tables[name].add_data(*r)
-    self._run.log({name: tables[name]}, commit=False)
+      self._tables[name].add_data(*r)
+    self._run.log({name: self._tables[name]}, commit=False)
 
   def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
     self._run.log({k: _finite(v) for k, v in scalars.items()}, step=step)
