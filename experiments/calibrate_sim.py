@@ -10,7 +10,6 @@ the sections and the items used. Each cell has a resumable run directory under -
 from __future__ import annotations
 
 import contextlib
-import logging
 
 from absl import app, flags
 
@@ -20,6 +19,7 @@ from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
 from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS, check_models, check_sections,
                                                  run_calibration)
 from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.table1 import RunConfigMismatchError
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -44,6 +44,7 @@ flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.DEFINE_bool("wandb", True, "Log calibration.json as a W&B run (offline unless WANDB_MODE=online or "
                   "WANDB_API_KEY is set).")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds", "seed", "tolerance",
              "out_dir", "run_root", "max_queries", "wandb") + BACKEND_FLAG_NAMES
@@ -52,7 +53,7 @@ RUN_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "cod
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
+  quiet_console(FLAGS.verbose)
 
   def validate():
     for b in FLAGS.benchmarks:

@@ -12,14 +12,15 @@ k (300) is the Table 1 cell itself and every cell resumes. The baselines' points
 from __future__ import annotations
 
 import json
-import logging
 import pathlib
 
 from absl import app, flags
 
 from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
+                                      run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -39,12 +40,14 @@ flags.DEFINE_integer("train_limit", None, "Only the first N training queries.", 
 flags.DEFINE_integer("val_limit", None, "Only the first N validation queries.", lower_bound=1)
 flags.DEFINE_string("table1", str(RESULTS_DIR / "table1.json"), "Table 1's record (the baselines' points).")
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once (one global bound).", lower_bound=1)
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's).")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's)."
+                    + LIMITED_ROOT_HELP)
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where hieramas_frontier.{json,md,png} are written.")
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.DEFINE_bool("wandb", False, "Every cell its own W&B run (offline unless WANDB_MODE=online).")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("benchmarks", "pools", "ks", "recipes", "seed", "limit", "train_limit", "val_limit", "table1",
              "max_queries", "run_root", "out_dir", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -66,8 +69,7 @@ def _check_recipes(recipes) -> None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)
+  quiet_console(FLAGS.verbose)
   ks = run_or_exit(lambda: _parse_ks(FLAGS.ks), (ValueError,))
   run_or_exit(lambda: _check_recipes(FLAGS.recipes), (ValueError,))
   specs = run_or_exit(lambda: frontier_specs(FLAGS.benchmarks, FLAGS.pools, ks, FLAGS.recipes, seed=FLAGS.seed,
@@ -80,8 +82,9 @@ def main(argv):
 
   async def go():
     async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process) as backend:
-      return await run_frontier(specs, {FLAGS.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
-                                max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
+      return await run_frontier(specs, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, specs[0]),
+                                flags=run_flags, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
+                                use_wandb=FLAGS.wandb)
 
   cells, k_of, prov = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError))
   table1 = pathlib.Path(FLAGS.table1)

@@ -11,14 +11,15 @@ ones compared. Writes <out_dir>/regret.json and regret.md (`report/regret.py`).
 
 from __future__ import annotations
 
-import logging
 import pathlib
 
 from absl import app, flags
 
 from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
+                                      run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
@@ -45,13 +46,15 @@ flags.DEFINE_integer("limit", None, "Only the first N test queries (smoke runs).
 flags.DEFINE_integer("train_limit", None, "Only the first N training queries (default: all; MMLU-Redux 512).")
 flags.DEFINE_integer("val_limit", None, "Only the first N validation queries.")
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once (one global bound).", lower_bound=1)
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's).")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's)."
+                    + LIMITED_ROOT_HELP)
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where regret.json / regret.md are written.")
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.DEFINE_bool("wandb", True, "Every cell and the regret file its own W&B run (offline unless WANDB_MODE=online or "
                   "WANDB_API_KEY is set).")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_random_graphs", "search_option", "limit",
              "train_limit",
@@ -61,8 +64,7 @@ RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_r
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  quiet_console(FLAGS.verbose)
   options = {"budget": FLAGS.budget, "max_search_items": FLAGS.max_search_items,
              "num_random_graphs": FLAGS.num_random_graphs,
              **run_or_exit(lambda: parse_method_options(f"static_search.{o}" for o in FLAGS.search_option),
@@ -80,7 +82,7 @@ def main(argv):
   async def go():
     async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process,
                             needed_models=pool_models(spec.pools)) as backend:
-      return await run_table(spec, {FLAGS.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
+      return await run_table(spec, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                              max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   table = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))

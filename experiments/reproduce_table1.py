@@ -9,9 +9,11 @@
 Every cell (method x benchmark x pool x seed) runs through `experiment.runner` concurrently under one
 bound on queries in flight: learned methods fit on the same training split (resumable), every method is
 evaluated on the same test split, and each cell's run directory under --run_root makes a killed run
-resume where it stopped. Writes <out_dir>/table1.{md,json}, table4.{md,json} (inference cost) and
-table11.{md,json} (training cost), or table3.{md,json} for --setting=generalization; with --limit the
-names get a `_limit<N>` suffix, so a quick run never overwrites the full tables.
+resume where it stopped. Every cell's run directory is checked before any starts (one error naming every
+conflict); a run with limits and no --run_root gets its own root named by them (runs/table1-limit3-train8).
+Writes <out_dir>/table1.{md,json}, table4.{md,json} (inference cost) and table11.{md,json} (training cost),
+or table3.{md,json} for --setting=generalization; with --limit the names get a `_limit<N>` suffix, so a
+quick run never overwrites the full tables.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from absl import app, flags
 from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
 from hieramas_jax.experiment.dry_run import dry_run_report
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
+                                      run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -50,7 +54,8 @@ flags.DEFINE_integer("val_limit", None, "Only the first N validation queries.")
 flags.DEFINE_multi_string("method_option", [], "METHOD.FIELD=VALUE (VALUE as JSON, else a string), e.g. "
                           "gdesigner.iterations=4; repeatable.")
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where the table files are written.")
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the per-cell run directories.")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the per-cell run directories."
+                    + LIMITED_ROOT_HELP)
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once, over all cells (one global bound).",
                      lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: serve the sim from its own process "
@@ -61,6 +66,7 @@ flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
              "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -85,8 +91,7 @@ def build_spec() -> TableSpec:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  quiet_console(FLAGS.verbose)
   spec = run_or_exit(build_spec, (InvalidRunError,))
   if FLAGS.dry_run:
     print(run_or_exit(lambda: dry_run_report(spec, FLAGS)))
@@ -102,8 +107,8 @@ def main(argv):
       backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, sim_process=FLAGS.sim_process,
                                                                     needed_models=pool_models(spec.pools)))
                   for s in spec.seeds}
-      return await run_table(spec, backends, run_root=FLAGS.run_root, flags=run_flags, max_queries=FLAGS.max_queries,
-                             progress=FLAGS.progress, use_wandb=FLAGS.wandb)
+      return await run_table(spec, backends, run_root=default_run_root(FLAGS, spec), flags=run_flags,
+                             max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   from hieramas_jax.methods.static_search.search import OracleError  # pylint: disable=import-outside-toplevel
   record = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))

@@ -20,7 +20,9 @@ from absl import app, flags
 
 from hieramas_jax import aio
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
+                                      run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
@@ -42,12 +44,14 @@ flags.DEFINE_integer("seed", 0, "The run's seed (and the sim's).")
 flags.DEFINE_integer("limit", None, "Only the first N test queries of each benchmark (quick runs).")
 flags.DEFINE_integer("train_limit", None, "Only the first N training queries of every benchmark.")
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where sim_sensitivity.{md,json} are written.")
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "sim_sensitivity"), "Parent of the run directories.")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "sim_sensitivity"), "Parent of the run directories."
+                    + LIMITED_ROOT_HELP)
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once.", lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "Serve the sim from its own process.")
 flags.DEFINE_bool("wandb", True, "Each cell its own W&B run (offline unless configured).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "profiles", "seed", "limit", "train_limit", "out_dir", "run_root",
              "max_queries", "sim_process", "wandb") + BACKEND_FLAG_NAMES
@@ -67,6 +71,7 @@ def check_flags() -> TableSpec:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  quiet_console(FLAGS.verbose)
   spec = run_or_exit(check_flags, (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
 
@@ -75,7 +80,7 @@ def main(argv):
     async with contextlib.AsyncExitStack() as stack:
       backend = await stack.enter_async_context(open_backend(backend_flags, seed=FLAGS.seed,
                                                              sim_process=FLAGS.sim_process))
-      return await run_table(spec, {FLAGS.seed: backend}, run_root=FLAGS.run_root,
+      return await run_table(spec, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, spec),
                              flags={**run_flags, "sim_profile": profile}, max_queries=FLAGS.max_queries,
                              progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 

@@ -2,7 +2,7 @@
 
   python experiments/train_hieramas.py --benchmark=mmlu_redux --pool=gpt-5-mini
   python experiments/train_hieramas.py --flagfile=experiments/ablations/wo_graph.flags --benchmark=math
-  python experiments/train_hieramas.py --benchmark=math --stage1_steps=4 --train_limit=16 --test_limit=8
+  python experiments/train_hieramas.py --benchmark=math --stage1_steps=4 --train_limit=16 --limit=8
 
 Every field of `HieraMASConfig` is a flag of the same name (help text from its docstring). The cell runs
 through the same runner as `reproduce_table1.py` (`experiment.runner`), into the same run root by
@@ -15,7 +15,6 @@ default (results labelled "simulated pool").
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 
 from absl import app, flags
@@ -23,7 +22,9 @@ from absl import app, flags
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
+                                      run_or_exit, selected_flags)
+from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
 from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
 from hieramas_jax.fileio import atomic_write_json
@@ -45,7 +46,9 @@ def _attribute_help() -> dict[str, str]:
   """`name: text` lines of HieraMASConfig's docstring (so flag help and the config never drift apart)."""
   helps, current = {}, []
   for line in (HieraMASConfig.__doc__ or "").split("Attributes:")[-1].splitlines():
-    m = re.match(r"^    ([a-z0-9_, ]+): (.*)$", line)
+    # A field line is "    name: text" (or "    a, b: text"); a continuation is indented further, and may
+    # itself hold "word: " (e.g. `"role" (the` / `reference: ...`), which must not read as a new field.
+    m = re.match(r"^    ([a-z0-9_]+(?:, [a-z0-9_]+)*): (.*)$", line)
     if m:
       current = [n.strip() for n in m.group(1).split(",")]
       for n in current:
@@ -83,20 +86,23 @@ flags.DEFINE_string("load_run", None, f"Take the trained policy and classifier f
                     f"of training: '{SAME_RUN_UNTAGGED}' for the untagged cell of the same run root, benchmark, pool "
                     "and seed, or a cell's run directory (may name config fields). Training settings and data "
                     "sizes must match.")
-flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's).")
+flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "table1"), "Parent of the run directories (Table 1's)."
+                    + LIMITED_ROOT_HELP)
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where hieramas_<benchmark>_<pool>[_<tag>].json is written.")
 flags.DEFINE_integer("train_limit", None, "Use only the first N training queries (default: all; MMLU-Redux 512).",
                      lower_bound=1)
 flags.DEFINE_integer("val_limit", None, "Use only the first N validation queries.", lower_bound=1)
-flags.DEFINE_integer("test_limit", None, "Use only the first N test queries.", lower_bound=1)
+flags.DEFINE_integer("limit", None, "Use only the first N test queries (the same flag as reproduce_table1's).",
+                     lower_bound=1)
 flags.DEFINE_bool("sim_process", True, "Serve the embedded sim from its own process.")
 flags.DEFINE_bool("wandb", True, "The cell and each training stage its own W&B run (offline unless WANDB_MODE=online "
                   "or WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 define_backend_flags()
+define_verbose_flag()
 
 RUN_FLAGS = CONFIG_FLAGS + ("tag", "run_name", "load_run", "run_root", "out_dir", "train_limit", "val_limit",
-                            "test_limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
+                            "limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
 def _safe(name: str) -> str:
@@ -106,8 +112,7 @@ def _safe(name: str) -> str:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  logging.getLogger().setLevel(logging.INFO)
-  logging.getLogger("absl").setLevel(logging.WARNING)  # orbax's per-save INFO lines
+  quiet_console(FLAGS.verbose)
   cfg = run_or_exit(lambda: HieraMASConfig(**{n: FLAGS[n].value for n in CONFIG_FLAGS}), (HieraMASConfigError,))
   tag = run_or_exit(lambda: FLAGS.tag.format(**cfg.to_json()), (KeyError, ValueError))
   load_run = run_or_exit(lambda: FLAGS.load_run.format(**cfg.to_json()), (KeyError, ValueError)) \
@@ -115,7 +120,7 @@ def main(argv):
   options = {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}
   spec = run_or_exit(lambda: TableSpec(
       ("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,),
-      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.test_limit,
+      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.limit,
       {"hieramas": options}, _safe(FLAGS.run_name) if FLAGS.run_name else tag,
       {"hieramas": load_run} if load_run else {}), (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
@@ -127,7 +132,7 @@ def main(argv):
   async def go():
     async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process,
                             needed_models=pool_models(spec.pools)) as backend:
-      return await run_table(spec, {cfg.seed: backend}, run_root=FLAGS.run_root, flags=run_flags,
+      return await run_table(spec, {cfg.seed: backend}, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                              max_queries=cfg.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
   from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel

@@ -12,6 +12,15 @@ import tempfile
 from typing import Any
 
 
+def _read_umask() -> int:
+  mask = os.umask(0o022)  # the only way to read it is to set it; restored at once (at import, one thread)
+  os.umask(mask)
+  return mask
+
+
+_UMASK = _read_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
   """Write via a temp file in the same directory + rename: readers see the old file or the new one,
   never a half-written one, and a killed writer leaves no partial file behind."""
@@ -19,6 +28,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
+    # mkstemp creates 0600; the file gets the mode any new file gets here (0644 under the usual umask).
+    os.fchmod(fd, 0o666 & ~_UMASK)
     with os.fdopen(fd, "wb") as f:
       f.write(data)
     os.replace(tmp, path)

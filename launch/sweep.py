@@ -42,7 +42,7 @@ _MODE = flags.DEFINE_enum("mode", "commands", ["commands", "wandb", "run"],
 _PARALLEL = flags.DEFINE_integer("parallel", 1, "--mode=run: most grid points running at once.", lower_bound=1)
 _OUT_DIR = flags.DEFINE_string("out_dir", str(REPO / "results"), "--mode=run: where sweep_<name>.* are written.")
 _EXTRA = flags.DEFINE_multi_string("extra", [], "--mode=run / commands: one more flag for every point, e.g. "
-                                   "--extra=--test_limit=8 (it takes part in the finished-point check).")
+                                   "--extra=--limit=8 (it takes part in the finished-point check).")
 
 # Grid/flag values the results file must record for a point to count as finished.
 RESULTS_DEFAULT = "results/hieramas_{benchmark}_{pool}_{tag}.json"

@@ -1,19 +1,23 @@
 """Upload the offline W&B runs under runs/ (make wandb-sync): every cell, training stage and result run.
 
-  python launch/wandb_sync.py                  # all unsynced offline runs under runs/ (WANDB_API_KEY set)
+  python launch/wandb_sync.py                  # all unsynced offline runs under runs/ (after `wandb login`)
   python launch/wandb_sync.py --root=/tmp/runs --dry_run     # list them
 
-Without WANDB_API_KEY: one clear error and exit 2 (nothing is uploaded). A run already uploaded (W&B
-leaves `run-<id>.wandb.synced` beside its log) is skipped, so a second sync only uploads new runs.
+The key is W&B's own: WANDB_API_KEY, or the one `wandb login` wrote to ~/.netrc (or $NETRC). Without
+either: one clear error and exit 2 (nothing is uploaded); `--dry_run` needs no key. A run already
+uploaded (W&B leaves `run-<id>.wandb.synced` beside its log) is skipped, so a second sync only uploads new
+runs.
 """
 
 from __future__ import annotations
 
+import netrc
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import urllib.parse
 
 from absl import app, flags
 
@@ -32,14 +36,28 @@ def unsynced_runs(root: pathlib.Path) -> list[pathlib.Path]:
   return runs
 
 
+def has_wandb_key() -> bool:
+  """Whether W&B has a key: WANDB_API_KEY, or `wandb login`'s entry for the W&B host in ~/.netrc ($NETRC)."""
+  if os.environ.get("WANDB_API_KEY"):
+    return True
+  host = urllib.parse.urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or ""
+  path = pathlib.Path(os.environ.get("NETRC") or pathlib.Path.home() / ".netrc")
+  try:
+    entry = netrc.netrc(str(path)).authenticators(host)
+  except (OSError, netrc.NetrcParseError):
+    return False
+  return bool(entry and entry[2])
+
+
 def main(argv):
   del argv
-  if not os.environ.get("WANDB_API_KEY"):
-    print("error: WANDB_API_KEY is not set: export your W&B API key (https://wandb.ai/authorize) to upload the "
-          "offline runs; nothing was uploaded", file=sys.stderr)
-    sys.exit(2)
   root = pathlib.Path(_ROOT.value)
   runs = unsynced_runs(root) if root.exists() else []
+  if not _DRY.value and not has_wandb_key():
+    print("error: no W&B key: run `wandb login` (or export WANDB_API_KEY, https://wandb.ai/authorize) to upload "
+          f"the {len(runs)} offline run(s); nothing was uploaded (--dry_run lists them without a key)",
+          file=sys.stderr)
+    sys.exit(2)
   print(f"{len(runs)} offline W&B run(s) to upload under {root}")
   if _DRY.value or not runs:
     for r in runs:

@@ -193,22 +193,33 @@ def test_a_loaded_run_refuses_every_training_difference_in_one_error():
                   "stage1_lr 0.5 vs 0.005"]  # the published MMLU-Redux lr
 
 
-def _sync(tmp_path, env_extra):
-  env = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
-  return subprocess.run([sys.executable, str(REPO / "launch" / "wandb_sync.py"), f"--root={tmp_path}", "--dry_run"],
-                        capture_output=True, text=True, check=False, env={**env, **env_extra})
+def _sync(tmp_path, env_extra, *args):
+  env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_BASE_URL")}
+  env["NETRC"] = str(tmp_path / "no-netrc")
+  return subprocess.run([sys.executable, str(REPO / "launch" / "wandb_sync.py"), f"--root={tmp_path / 'runs'}",
+                         *args], capture_output=True, text=True, check=False, env={**env, **env_extra})
 
 
 def test_wandb_sync_needs_a_key_and_lists_only_unsynced_offline_runs(tmp_path):
-  proc = _sync(tmp_path, {})
-  assert proc.returncode == 2 and proc.stderr.startswith("error: WANDB_API_KEY is not set")
   for name, synced in (("offline-run-1-a", False), ("offline-run-2-b", True)):
-    d = tmp_path / "cell" / "wandb" / name
+    d = tmp_path / "runs" / "cell" / "wandb" / name
     d.mkdir(parents=True)
     (d / "run-x.wandb").write_bytes(b":W&B")
     if synced:
       (d / "run-x.wandb.synced").write_text("")
-  proc = _sync(tmp_path, {"WANDB_API_KEY": "k" * 40})
-  assert proc.returncode == 0, proc.stderr
-  assert "1 offline W&B run(s) to upload" in proc.stdout and "offline-run-1-a" in proc.stdout
-  assert "offline-run-2-b" not in proc.stdout
+  proc = _sync(tmp_path, {})  # no key anywhere: refused, nothing uploaded
+  assert proc.returncode == 2 and proc.stderr.startswith("error: no W&B key: run `wandb login`")
+  for env in ({}, {"WANDB_API_KEY": "k" * 40}):  # --dry_run needs no key
+    proc = _sync(tmp_path, env, "--dry_run")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 offline W&B run(s) to upload" in proc.stdout and "offline-run-1-a" in proc.stdout
+    assert "offline-run-2-b" not in proc.stdout
+  # `wandb login` keeps the key in ~/.netrc: that is a key too (the upload itself is not tried here).
+  netrc_file = tmp_path / "netrc"
+  netrc_file.write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
+  netrc_file.chmod(0o600)
+  proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'launch'); import wandb_sync; "
+                         "print(wandb_sync.has_wandb_key())"], capture_output=True, text=True, check=False, cwd=REPO,
+                        env={**{k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"},
+                             "NETRC": str(netrc_file)})
+  assert proc.stdout.strip() == "True", proc.stderr

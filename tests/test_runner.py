@@ -11,7 +11,8 @@ import pytest
 
 from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.experiment.backend import Backend
-from hieramas_jax.experiment.rundir import DataChangedError, from_repo
+from hieramas_jax.experiment.rundir import from_repo
+from hieramas_jax.experiment.runner import PreflightError
 from hieramas_jax.experiment.runner import TableSpec, run_table
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
@@ -167,5 +168,6 @@ def test_a_changed_data_file_refuses_to_resume(sim, tmp_path, monkeypatch):
   asyncio.run(_table(sim, spec, tmp_path / "run"))
   path = data_dir / data_lib.DATA_FILES["mmlu_redux"]
   path.write_bytes(path.read_bytes() + b"\n")  # any edit changes the hash
-  with pytest.raises(DataChangedError, match=r"mmlu_redux_1.0_normalized.jsonl changed \(sha256"):
+  with pytest.raises(PreflightError, match=r"mmlu_redux_1.0_normalized.jsonl changed \(sha256") as caught:
     asyncio.run(_table(sim, spec, tmp_path / "run"))
+  assert caught.value.problems[0].startswith(str(tmp_path / "run"))

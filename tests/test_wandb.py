@@ -4,6 +4,7 @@ config (secrets redacted), curves, summary, the per-query table and artifacts; t
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -45,7 +46,9 @@ def test_writer_logs_config_curves_summary_table_and_artifact_into_the_offline_r
   result = tmp_path / "results.json"
   result.write_text('{"accuracy": 50.0}')
   w = WandbWriter(tmp_path / "run", {"seed": 3, "api_key": SECRET, "nested": {"token": SECRET, "note": SECRET},
-                                     "api_key_env": "OPENROUTER_API_KEY"},
+                                     "api_key_env": "OPENROUTER_API_KEY", "max_tokens": 2048, "prompt_tokens": 7,
+                                     "authorization": "Bearer abc", "HF_TOKEN": "abc", "OPENAI_API_KEY": "abc",
+                                     "apiKey": "abc"},
                   name="cell", group="table1/sim", job_type="base", tags=("main", ""))
   w.write_scalars(1, {"eval/running_accuracy": 100.0})
   w.write_scalars(2, {"eval/running_accuracy": 50.0})
@@ -58,6 +61,9 @@ def test_writer_logs_config_curves_summary_table_and_artifact_into_the_offline_r
   assert run.config["seed"] == 3 and run.config["api_key"] == "<redacted>"
   assert run.config["nested"] == {"token": "<redacted>", "note": "<redacted>"}
   assert run.config["api_key_env"] == "OPENROUTER_API_KEY"
+  # Secrets by name, as whole words: counts named "...tokens" are not secrets.
+  assert run.config["max_tokens"] == 2048 and run.config["prompt_tokens"] == 7
+  assert all(run.config[k] == "<redacted>" for k in ("authorization", "HF_TOKEN", "OPENAI_API_KEY", "apiKey"))
   assert [h["eval/running_accuracy"] for h in run.history if "eval/running_accuracy" in h] == [100.0, 50.0]
   assert run.summary["accuracy"] == 50.0
   (table,) = [p for p in run.files if p.name.startswith("per_query") and p.name.endswith(".table.json")]
@@ -115,25 +121,66 @@ def test_every_cell_and_training_stage_is_its_own_wandb_run(tmp_path):
     sim.close()
   runs = offline_runs(tmp_path / "table1")
   by_job = {r.job_type: r for r in runs}
-  assert set(by_job) == {"base", "hieramas", "hieramas:stage1", "hieramas:stage2"}
+  # job_type: the Table 1 row label; config: the cell's own values at the top level, not the command's flags.
+  assert set(by_job) == {"Base", "HieraMAS", "HieraMAS:stage1", "HieraMAS:stage2"}
   assert len({r.group for r in runs}) == 1 and runs[0].group.startswith("table1/sim")
-  cell = by_job["hieramas"]
+  cell = by_job["HieraMAS"]
   record = table["cells"][cell.name]
-  assert cell.config["cell"]["method"] == "hieramas" and cell.config["api_key"] == "<redacted>"
-  assert cell.config["method_config"]["stage1_steps"] == 2
+  assert cell.config["method"] == "hieramas" and cell.config["benchmark"] == "mmlu_redux"
+  assert cell.config["stage1_steps"] == 2 and cell.config["n_test"] == 3 and cell.config["max_tokens"] > 0
+  assert "methods" not in cell.config and "api_key" not in cell.config and SECRET not in json.dumps(cell.config)
   assert cell.summary["accuracy"] == pytest.approx(record["accuracy"])
   curve = [h["eval/running_accuracy"] for h in cell.history if "eval/running_accuracy" in h]
   assert len(curve) == 3 and curve[-1] == pytest.approx(record["accuracy"])
-  (table_file,) = [p for p in cell.files if p.name.startswith("per_query")]
-  import json
-  data = json.loads(table_file.read_text())
-  assert data["columns"] == list(PER_QUERY_COLUMNS) and len(data["data"]) == 3
-  assert all(json.loads(row[3])["graph_index"] >= 0 and len(json.loads(row[4])) == 8 for row in data["data"])
+  # The per-query table streams: one increment per query as it lands.
+  increments = [json.loads(p.read_text()) for p in cell.files if p.name.startswith("per_query")]
+  rows = [row for data in increments for row in data["data"]]
+  assert all(data["columns"] == list(PER_QUERY_COLUMNS) for data in increments) and len(rows) == 3
+  assert all(json.loads(row[3])["graph_index"] >= 0 and len(json.loads(row[4])) == 8 for row in rows)
   assert {a["type"] for a in cell.artifacts} >= {"results"}
   results = next(a for a in cell.artifacts if a["type"] == "results")
   assert {"summary.json", "items.jsonl", "chosen_graphs.json"} <= set(results["paths"])
-  stage1 = by_job["hieramas:stage1"]
+  stage1 = by_job["HieraMAS:stage1"]
   assert [h["_step"] for h in stage1.history if "stage1/loss" in h] == [1, 2]
+  # Stage 2 on its own axis: epochs 1, 2 (its global steps continue stage 1's).
+  assert [h["stage2/epoch"] for h in by_job["HieraMAS:stage2"].history if "stage2/train_loss" in h] == [1, 2]
   assert any(a["type"] == "model" and any(p.startswith("state/") for p in a["paths"])
-             for a in by_job["hieramas:stage2"].artifacts)
-  assert "training/cost_usd" in by_job["hieramas:stage2"].summary
+             for a in by_job["HieraMAS:stage2"].artifacts)
+  assert "training/cost_usd" in by_job["HieraMAS:stage2"].summary
+
+
+def test_a_killed_and_resumed_table_has_one_wandb_run_per_cell_and_a_rerun_adds_none(tmp_path):
+  spec = TableSpec(("base", "cot"), ("math",), ("gpt-5-mini",), "main", (0,), {"math": 4}, 2, 6)
+  sim = start_sim_in_thread(SimConfig(seed=0, latency_scale=0.2))
+  root = tmp_path / "table1"
+
+  async def table():
+    endpoint = sim_endpoint(sim.base_url)
+    async with LLMClient(endpoint) as client:
+      return await run_table(spec, {0: Backend(client, endpoint, None)}, run_root=root, flags={}, progress=False,
+                             use_wandb=True)
+
+  async def killed():
+    task = asyncio.ensure_future(table())
+    while not any(p.stat().st_size for p in root.rglob("items.jsonl")) and not task.done():
+      await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+      await task
+
+  try:
+    asyncio.run(killed())
+    first = {r.id for r in offline_runs(root)}
+    asyncio.run(table())
+    runs = offline_runs(root)
+    asyncio.run(table())  # finished: nothing computed, no run opened
+    again = offline_runs(root)
+  finally:
+    sim.close()
+  assert first and first <= {r.id for r in runs}
+  assert len({r.id for r in runs}) == 2 and {r.job_type for r in runs} == {"Base", "CoT"}
+  assert len(again) == len(runs)
+  # Per cell, the resumed run's curve goes on from where the killed one stopped, to all 6 queries.
+  for cell in {r.id for r in runs}:
+    steps = sorted(h["_step"] for r in runs if r.id == cell for h in r.history if "eval/running_accuracy" in h)
+    assert steps == list(range(1, 7))

@@ -44,6 +44,7 @@ def _chunks(data: bytes) -> Iterator[bytes]:
 @dataclasses.dataclass
 class OfflineRun:
   path: pathlib.Path
+  id: str = ""
   name: str = ""
   group: str = ""
   job_type: str = ""
@@ -74,6 +75,7 @@ def read_run(run_dir: pathlib.Path) -> OfflineRun:
     if kind == "run":
       r = rec.run
       run.name, run.group, run.job_type, run.tags = r.display_name, r.run_group, r.job_type, list(r.tags)
+      run.id = r.run_id
       run.config.update({u.key: json.loads(u.value_json) for u in r.config.update if u.key != "_wandb"})
     elif kind == "config":
       run.config.update({u.key: json.loads(u.value_json) for u in rec.config.update if u.key != "_wandb"})

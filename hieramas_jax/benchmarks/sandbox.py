@@ -344,9 +344,6 @@ def _decide_isolation() -> Isolation:
   if wanted not in ("auto", "bwrap", "fallback"):
     raise SandboxError(f"{SANDBOX_ENV}={wanted!r}: expected auto, bwrap or fallback")
   if wanted == "fallback":
-    log.warning("%s=fallback: HumanEval+ programs run WITHOUT namespace isolation (seccomp, rlimits, "
-                "a guard and a process-group kill only); results record sandbox mode 'fallback'",
-                SANDBOX_ENV)
     return fallback_isolation(f"{SANDBOX_ENV}=fallback")
   found = probe_bwrap()
   if isinstance(found, Isolation):
@@ -366,6 +363,22 @@ def _limits_detail() -> str:
   if sup.version is None:
     return f"seccomp and rlimits per process ({sup.detail})"
   return f"seccomp, rlimits, and a pids + memory cgroup per grading: {sup.detail}"
+
+
+_WARNED_FALLBACK = threading.Event()
+
+
+def warn_if_fallback(iso: Isolation) -> None:
+  """Says once per process, when a HumanEval+ program is about to run unisolated, that it is.
+
+  Only then: a run without HumanEval+ (which still records the mode in its provenance) says nothing.
+  """
+  with _ISOLATION_LOCK:
+    if iso.mode != "fallback" or _WARNED_FALLBACK.is_set():
+      return
+    _WARNED_FALLBACK.set()
+    log.warning("%s=fallback: HumanEval+ programs run WITHOUT namespace isolation (seccomp, rlimits, "
+                "a guard and a process-group kill only); results record sandbox mode 'fallback'", SANDBOX_ENV)
 
 
 def sandbox_provenance() -> dict[str, str | int | None]:
@@ -621,6 +634,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
     SandboxError: the child could not be started at all.
   """
   iso = iso or isolation()
+  warn_if_fallback(iso)
   job = dict(job, cpu_s=int(limits.cpu_s), memory_bytes=int(limits.memory_bytes),
              fsize_bytes=int(limits.fsize_bytes), load_s=float(limits.load_s),
              check_s=float(limits.check_s))

@@ -29,7 +29,8 @@ def run_or_exit(fn: Callable[[], Any], extra_errors: tuple[type[BaseException], 
     return fn()
   except USER_ERRORS + extra_errors as e:
     logging.shutdown()
-    print(f"error: {e}", file=sys.stderr, flush=True)
+    for problem in getattr(e, "problems", None) or [e]:  # a preflight names every conflict, one line each
+      print(f"error: {problem}", file=sys.stderr, flush=True)
     sys.exit(EXIT_USER_ERROR)
 
 
@@ -45,6 +46,23 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
   except flags.Error as e:
     print(f"error: {e}", file=sys.stderr, flush=True)
     sys.exit(EXIT_USER_ERROR)
+
+
+# Appended to every --run_root help whose entry point uses `default_run_root`.
+LIMITED_ROOT_HELP = (" When not given, a run with limits uses the default root named by them (e.g. "
+                     "runs/table1-limit3-train8).")
+
+
+def default_run_root(flag_values: Any, spec: Any) -> str:
+  """--run_root, or, when it was not given, the default root named by the run's limits.
+
+  A quick look (`--limit=3 --train_limit=8`) then writes under `runs/table1-limit3-train8` and the full
+  table under `runs/table1`: the two never share a run directory, so neither refuses the other.
+  """
+  run_root = flag_values["run_root"].value
+  if not flag_values["run_root"].using_default_value:
+    return run_root
+  return run_root + spec.limits_suffix()
 
 
 def selected_flags(flag_values: Any, names) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import pathlib
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
@@ -210,7 +210,7 @@ def load_done(run_dir: str | os.PathLike) -> dict[str, ItemResult]:
 async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
                    run_dir: str | os.PathLike | None = None, bound: int | asyncio.Semaphore = 32,
                    writers: Iterable[MetricWriter] = (), progress: bool = True, desc: str | None = None,
-                   save_traces: bool = True) -> list[ItemResult]:
+                   save_traces: bool = True, report: Callable[[int, ItemResult], None] | None = None) -> list[ItemResult]:
   """Solve and grade every item; returns results in the order of `items`.
 
   Args:
@@ -224,6 +224,8 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
     writers: metric writers; each finished item logs running accuracy and cost.
     progress: show a tqdm bar.
     desc: the progress bar's label.
+    report: called with the number of items done and the result after each one finishes (the table's live
+      display, the cell's W&B run).
     save_traces: also append each full trace (every call's text and messages, the gold answer) to
       traces.jsonl, the messages' contents once each to prompts.jsonl (`read_traces` joins them).
 
@@ -273,6 +275,8 @@ async def evaluate(method: Method, items: Sequence[Item], ctx: RunContext, *,
       items_f.flush()
     finished.append(result)
     bar.update(1)
+    if report is not None:
+      report(len(finished), result)
     if writers:
       running = summarise(finished)
       for w in writers:

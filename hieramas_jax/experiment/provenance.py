@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -21,7 +22,10 @@ from hieramas_jax.paths import REPO_DIR
 SIMULATED_LABEL = "simulated pool (hieramas_jax.sim): not real LLM results"
 
 # Flags whose values must never be written anywhere (they may hold secrets by mistake).
-_SECRET_MARKERS = ("key", "token", "secret", "password")
+# Words of a flag name that make it a secret ("api_key", "OPENAI_API_KEY", "hf_token", "authorization",
+# "apiKey"); matched as whole words, so "max_tokens" or "prompt_tokens" (counts, not secrets) stay readable.
+_SECRET_WORDS = frozenset(("key", "apikey", "token", "secret", "password", "passwd", "authorization", "auth",
+                           "bearer", "credential", "credentials", "cookie"))
 # Prefixes of OpenAI-compatible providers' API keys ("sk-...", OpenRouter "sk-or-...").
 _KEY_PREFIXES = ("sk-", "sk_")
 
@@ -66,7 +70,7 @@ def redact(flags: Mapping[str, Any]) -> dict[str, Any]:
   """
   out = {}
   for k, v in flags.items():
-    if any(m in str(k).lower() for m in _SECRET_MARKERS) and not str(k).lower().endswith("_env"):
+    if is_secret_name(str(k)):
       out[k] = "<redacted>"
     elif isinstance(v, Mapping):
       out[k] = redact(v)
@@ -75,6 +79,18 @@ def redact(flags: Mapping[str, Any]) -> dict[str, Any]:
     else:
       out[k] = v
   return out
+
+
+def is_secret_name(name: str) -> bool:
+  """Whether a flag or config key names a secret: one of its words is in _SECRET_WORDS.
+
+  Words split at '_', '-', '.', spaces and camelCase humps. A name ending in "_env" names the environment
+  variable that holds a key (`api_key_env=OPENROUTER_API_KEY`), not the key: it stays readable.
+  """
+  if name.lower().endswith("_env"):
+    return False
+  words = re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)
+  return any(w.lower() in _SECRET_WORDS for w in words)
 
 
 def _looks_like_key(value: str) -> bool:

@@ -100,6 +100,33 @@ def from_repo(path: str | os.PathLike) -> pathlib.Path:
   return p if p.is_absolute() else REPO_DIR / p
 
 
+def run_dir_conflict(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> ValueError | None:
+  """Why `run_dir` cannot hold a run of `config` (None: it is new or ran the same config). Writes nothing.
+
+  A preflight calls this for every cell before any of them starts, so that every conflict is reported
+  at once instead of one by one, late, after the other cells have run.
+  """
+  run_dir = pathlib.Path(run_dir)
+  path = run_dir / "config.json"
+  if not path.exists():
+    return None
+  wanted = json.loads(json.dumps(config))
+  try:
+    old = read_json(path, f"delete {repo_relative(run_dir)} (or use another --run_root) and rerun")
+  except StateError as e:
+    return e
+  if old == wanted:
+    return None
+  if DATA_KEY in wanted and isinstance(old, dict) and old.get(DATA_KEY) != wanted[DATA_KEY]:
+    return DataChangedError(f"{repo_relative(run_dir)}: {_data_difference(old.get(DATA_KEY), wanted[DATA_KEY])}; "
+                            "its results were made on other data, so it cannot be resumed: delete it or use "
+                            "another --run_root")
+  old = old if isinstance(old, dict) else {}
+  diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
+  return RunConfigMismatchError(f"{repo_relative(run_dir)} holds a run with another configuration "
+                                f"(differs in: {', '.join(diff)}); use another --run_root or delete it")
+
+
 def prepare_run_dir(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> pathlib.Path:
   """Creates a run directory with config.json, or checks that an existing one ran the same config.
 
@@ -108,21 +135,13 @@ def prepare_run_dir(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> pa
     RunConfigMismatchError: anything else differs.
   """
   run_dir = pathlib.Path(run_dir)
+  conflict = run_dir_conflict(run_dir, config)
+  if conflict is not None:
+    raise conflict
   path = run_dir / "config.json"
-  wanted = json.loads(json.dumps(config))
-  if path.exists():
-    old = read_json(path, f"delete {repo_relative(run_dir)} (or use another --run_root) and rerun")
-    if old != wanted:
-      if DATA_KEY in wanted and old.get(DATA_KEY) != wanted[DATA_KEY]:
-        raise DataChangedError(f"{repo_relative(run_dir)}: {_data_difference(old.get(DATA_KEY), wanted[DATA_KEY])}; "
-                               "its results were made on other data, so it cannot be resumed: delete it or use "
-                               "another --run_root")
-      diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
-      raise RunConfigMismatchError(f"{repo_relative(run_dir)} holds a run with another configuration "
-                                   f"(differs in: {', '.join(diff)}); use another --run_root or delete it")
-  else:
+  if not path.exists():
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(wanted, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(json.loads(json.dumps(config)), indent=2) + "\n")
   return run_dir
 
 

@@ -19,8 +19,10 @@ Every cell, whatever its method, goes through the same steps:
   5. summary.json: accuracy, inference cost and tokens, training cost, n.
 
 All cells run at once as asyncio tasks; one semaphore bounds the queries in flight across all of them
-(training queries included), so a slow cell never stalls the others. Progress: one bar over every
-test query of the table, a log line when a cell starts fitting, finishes fitting or finishes, and
+(training queries included), so a slow cell never stalls the others. Before any cell starts, every
+cell's run directory, data hashes and --load_run are checked (`preflight`: one error naming every
+conflict, nothing written). Progress: one live display (per cell its stage, counts, rate and ETA; a table
+line), a log line per change of a cell's state (with --verbose), and
 `<run_root>/<endpoint>/progress.json` with each cell's state.
 """
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import difflib
 import functools
 import hashlib
 import json
@@ -38,22 +41,21 @@ import pathlib
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
-from tqdm.auto import tqdm
-
 from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.benchmarks import sandbox as sandbox_lib
 from hieramas_jax.benchmarks import splits as splits_lib
 from hieramas_jax.benchmarks.data import Item, check_benchmark
 from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.console import LiveDisplay
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
 from hieramas_jax.experiment.provenance import atomic_write_json, process_commit, provenance
 from hieramas_jax.experiment.rundir import (RunConfigMismatchError, StateError, from_repo, prepare_run_dir, read_json,
-                                            repo_relative, safe_name)
+                                            repo_relative, run_dir_conflict, safe_name)
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
-                                             WandbWriter, scalar_leaves, wandb_group)
+                                             WandbWriter, scalar_leaves, stable_run_id, wandb_group)
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import RunSettings
-from hieramas_jax.methods.api import RunContext, check_method_names, make_method
+from hieramas_jax.methods.api import CELL_ARGS, RunContext, check_method_names, make_method
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +201,16 @@ class TableSpec:
       return self.train_limit[benchmark]
     return DEFAULT_TRAIN_LIMIT.get(benchmark)
 
+  def limits_suffix(self) -> str:
+    """"-limit3-train8-val4" for a run cut to those limits, "" for the default splits (names default run roots).
+
+    A training limit equal to the default (MMLU-Redux's 512) names nothing: such a run is the full table's.
+    """
+    parts = [f"limit{self.test_limit}" if self.test_limit else ""]
+    train = sorted({str(v) for b, v in self.train_limit.items() if v and v != DEFAULT_TRAIN_LIMIT.get(b)})
+    parts += [f"train{'_'.join(train)}" if train else "", f"val{self.val_limit}" if self.val_limit else ""]
+    return "".join(f"-{p}" for p in parts if p)
+
   def to_json(self) -> dict[str, Any]:
     return {"methods": list(self.methods), "benchmarks": list(self.benchmarks), "pools": list(self.pools),
             "setting": self.setting, "seeds": list(self.seeds),
@@ -320,24 +332,39 @@ class TrainingMeter:
 
 
 class TableProgress:
-  """One bar over every test query of the table, per-cell states in progress.json, a log line per change."""
+  """The table's progress: one live display (per cell its stage, counts, rate, ETA; a table line),
+  per-cell states in progress.json, and a log line per change (shown with --verbose).
+
+  Its own channel, apart from the metric writers: `status` (a cell's state), `item` (test queries done)
+  and `reporter(key)`, the `(stage, done, total)` callable a method's fit reports its steps through.
+  """
 
   def __init__(self, totals: Mapping[str, int], path: pathlib.Path, *, enabled: bool):
     self.path = path
     self.cells = {k: {"status": "pending", "done": 0, "total": n} for k, n in totals.items()}
-    self.bar = tqdm(total=sum(totals.values()), desc="table", disable=not enabled, dynamic_ncols=True)
+    self.display = LiveDisplay(list(totals), enabled=enabled)
     self._written = 0.0
 
   def status(self, key: str, status: str, **extra: Any) -> None:
     self.cells[key].update(status=status, **extra)
     log.info("%s: %s%s", key, status, "".join(f", {k}={v}" for k, v in extra.items()))
+    counts = {"done": self.cells[key]["done"], "total": self.cells[key]["total"]}
+    if status in ("evaluating", "done"):
+      self.display.update(key, status, **counts,
+                          note=f"accuracy {extra['accuracy']:.2f}" if "accuracy" in extra else None)
+    else:
+      self.display.update(key, status)
     self._flush(force=True)
 
+  def reporter(self, key: str):
+    """`report(stage, done, total)` for a cell's fit: "fit: stage 1" 3/8 on the display."""
+    def report(stage: str, done: int, total: int | None = None) -> None:
+      self.display.update(key, f"fit: {stage}", done=done, total=total)
+    return report
+
   def item(self, key: str, done: int) -> None:
-    self.bar.update(max(0, done - self.cells[key]["done"]))
     self.cells[key]["done"] = done
-    done_cells = sum(c["status"] == "done" for c in self.cells.values())
-    self.bar.set_postfix(cells=f"{done_cells}/{len(self.cells)}", refresh=False)
+    self.display.update(key, done=done)
     self._flush()
 
   def _flush(self, force: bool = False) -> None:
@@ -348,24 +375,7 @@ class TableProgress:
 
   def close(self) -> None:
     self._flush(force=True)
-    self.bar.close()
-
-
-class _ItemProgress(NullWriter):
-  """A metric writer that feeds a cell's finished-item count to the table's progress."""
-
-  def __init__(self, progress: TableProgress, key: str):
-    self.progress, self.key = progress, key
-
-  def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
-    del scalars
-    self.progress.item(self.key, step)
-
-  def write_summary(self, summary: Mapping[str, Any]) -> None:
-    pass
-
-  def close(self) -> None:
-    pass
+    self.display.close()
 
 
 def table_root(run_root: str | pathlib.Path, endpoint_name: str) -> pathlib.Path:
@@ -448,7 +458,7 @@ async def _fit_or_load(cell: Cell, method, items: CellItems, ctx: RunContext, ru
   progress.status(cell.key, "fitting", train=len(items.train), val=len(items.val))
   meter = TrainingMeter(ctx.client, run_dir / TRAINING_COST_FILE)
   fit_ctx = dataclasses.replace(ctx, client=meter, state_dir=run_dir / STATE_DIR, writer=writers,
-                                progress=show_bars, checkpoint=meter.commit)
+                                progress=show_bars, checkpoint=meter.commit, report=progress.reporter(cell.key))
   summary = dict(await method.fit(items.train, items.val, fit_ctx))
   meter.commit()
   # A method whose own durable records know its training cost exactly (a per-query search store)
@@ -505,8 +515,28 @@ def build_method(cell: Cell, spec: TableSpec):
   options = dict(spec.method_options.get(cell.method, {}))
   try:
     return make_method(cell.method, benchmark=cell.benchmark, pool=cell.pool, seed=cell.seed, **options)
-  except (TypeError, ValueError) as e:
+  except TypeError as e:
+    raise InvalidRunError(f"{cell.method} on {cell.benchmark}/{cell.pool}: {_option_error(cell, options, e)}") from e
+  except ValueError as e:
     raise InvalidRunError(f"{cell.method} on {cell.benchmark}/{cell.pool}: {e}") from e
+
+
+def _option_error(cell: Cell, options: Mapping[str, Any], error: TypeError) -> str:
+  """"--method_option gdesigner.iteratons: no such field (did you mean iterations?); fields: ..." instead of
+  the constructor's TypeError: the fields are those the method describes itself with."""
+  try:
+    fields = sorted(set(make_method(cell.method, benchmark=cell.benchmark, pool=cell.pool, seed=cell.seed).describe())
+                    - set(CELL_ARGS))
+  except (TypeError, ValueError):
+    return str(error)
+  unknown = [k for k in options if k not in fields]
+  if not unknown:
+    return str(error)
+  parts = []
+  for k in unknown:
+    close = difflib.get_close_matches(k, fields, n=1)
+    parts.append(f"--method_option {cell.method}.{k}: no such field" + (f" (did you mean {close[0]}?)" if close else ""))
+  return "; ".join(parts) + f"; {cell.method}'s fields: {', '.join(fields)}"
 
 
 def wandb_group_of(root: pathlib.Path) -> str:
@@ -533,12 +563,33 @@ def per_query_rows(results: Sequence[ItemResult]) -> list[list[Any]]:
   return rows
 
 
+def wandb_config(cell: Cell, method_config: Mapping[str, Any], plan_config: Mapping[str, Any],
+                 run_dir: pathlib.Path) -> dict[str, Any]:
+  """A cell's W&B config: its own values at the top level (method, benchmark, pool, seed, the method's
+  fields, the sampling settings, split sizes, endpoint), not the whole command's lists of methods and
+  benchmarks."""
+  splits = plan_config.get("splits") or {}
+  return {**dict(plan_config.get("settings") or {}), **json.loads(json.dumps(dict(method_config), default=str)),
+          **dataclasses.asdict(cell),
+          "label": cell.label, "row": row_label(cell), "endpoint": plan_config.get("endpoint"),
+          **{f"n_{part}": v.get("n") for part, v in splits.items()}, "run_dir": repo_relative(run_dir)}
+
+
+def row_label(cell: Cell) -> str:
+  """The cell's Table 1 row label ("HieraMAS", "GDesigner"; a tagged variant adds its tag): its W&B job_type."""
+  from hieramas_jax.report.paper import METHOD_TITLES  # pylint: disable=import-outside-toplevel
+  title = METHOD_TITLES.get(cell.method, cell.method)
+  return (f"{title} [{cell.tag}]" if cell.tag else title)[:64]
+
+
 @dataclasses.dataclass
 class CellWriters:
-  """A cell's writers: `fit` (training curves: console, metrics.jsonl, one W&B run per stage) and the
-  cell's own W&B run (running accuracy and cost, summary, per-query table, results artifact), which is
-  opened when the results are in and written from a worker thread: `wandb.init` blocks for about a
-  second, and the event loop meanwhile serves the other cells."""
+  """A cell's writers: `fit` (training curves: console, metrics.jsonl, one W&B run per stage, opened on
+  its first step) and the cell's own W&B run, opened when its evaluation starts (from a worker thread:
+  `wandb.init` blocks for about a second) and fed each query's result as it lands (`EvalStream`).
+
+  Every W&B run has a stable id (`stable_run_id` of the run directory and the stage): a killed and
+  resumed cell resumes its runs, and a rerun that computes nothing opens none."""
 
   fit: MultiWriter
   stages: NullWriter
@@ -551,9 +602,11 @@ class CellWriters:
     stages: NullWriter = NullWriter()
     open_eval: Any = NullWriter
     if use_wandb:
-      stages = StageWandbWriters(run_dir, config, method=cell.method, name=cell.key, group=group, tags=tags)
-      open_eval = functools.partial(WandbWriter, run_dir, config, name=cell.key, group=group, job_type=cell.label,
-                                    tags=tags)
+      run_id = stable_run_id(repo_relative(run_dir))
+      stages = StageWandbWriters(run_dir, config, method=cell.method, name=cell.key, group=group, tags=tags,
+                                 job_type=row_label(cell), run_id=run_id)
+      open_eval = functools.partial(WandbWriter, run_dir, config, name=cell.key, group=group,
+                                    job_type=row_label(cell), tags=tags, run_id=run_id)
     return cls(MultiWriter([ConsoleWriter(cell.key), JsonlWriter(run_dir), stages]), stages, open_eval)
 
   def log_fit(self, cell: Cell, run_dir: pathlib.Path, fit: Mapping[str, Any]) -> None:
@@ -563,19 +616,10 @@ class CellWriters:
     self.stages.write_summary(scalar_leaves({"fit": fit.get("summary") or {}, "training": fit.get("training") or {}}))
     self.stages.write_artifact(f"checkpoints-{cell.key}", "model", [run_dir / STATE_DIR, run_dir / FIT_FILE])
 
-  def log_results(self, cell: Cell, run_dir: pathlib.Path, results: Sequence[ItemResult],
-                  record: Mapping[str, Any]) -> None:
-    """Running accuracy and cost in test-split order, the summary, the per-query table, the results files."""
-    writer = self.open_eval()
+  def finish_eval(self, writer, cell: Cell, run_dir: pathlib.Path, record: Mapping[str, Any]) -> None:
+    """The summary and the results files, then the cell's run is closed."""
     try:
-      correct = cost = 0.0
-      for i, r in enumerate(results, 1):
-        correct += r.correct
-        cost += r.cost_usd
-        writer.write_scalars(i, {"eval/running_accuracy": 100.0 * correct / i, "eval/running_cost_usd": cost,
-                                 "eval/correct": float(r.correct), "eval/cost_usd": r.cost_usd})
       writer.write_summary(scalar_leaves({k: v for k, v in record.items() if k not in ("outcomes", "seed")}))
-      writer.write_table("per_query", PER_QUERY_COLUMNS, per_query_rows(results))
       writer.write_artifact(f"results-{cell.key}", "results",
                             [run_dir / SUMMARY_FILE, run_dir / "items.jsonl", run_dir / CHOSEN_FILE])
     finally:
@@ -585,18 +629,58 @@ class CellWriters:
     self.fit.close()
 
 
-async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
-                   progress: TableProgress, settings: RunSettings = RunSettings(), method=None,
-                   show_bars: bool = False, use_wandb: bool = False, flags: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
-  """Fit-or-load, evaluate and summarise one cell; returns its record for the table."""
+class EvalStream:
+  """Feeds a cell's W&B run as results land: running accuracy and cost (in completion order, counting the
+  queries a resumed run had already done) and the query's row of the incremental `per_query` table."""
+
+  def __init__(self, writer, done: Sequence[ItemResult]):
+    self.writer = writer
+    self.correct = float(sum(r.correct for r in done))
+    self.costs = [r.cost_usd for r in done]
+
+  def add(self, n_done: int, result: ItemResult) -> None:
+    self.correct += result.correct
+    self.costs.append(result.cost_usd)
+    self.writer.write_scalars(n_done, {"eval/running_accuracy": 100.0 * self.correct / n_done,
+                                       "eval/running_cost_usd": math.fsum(self.costs),
+                                       "eval/correct": float(result.correct), "eval/cost_usd": result.cost_usd})
+    log_rows = getattr(self.writer, "log_rows", None)
+    if log_rows is not None:
+      log_rows("per_query", PER_QUERY_COLUMNS, per_query_rows([result]))
+
+
+@dataclasses.dataclass(frozen=True)
+class CellPlan:
+  """A cell before it starts: its queries, the fit it loads, its run directory and config.json's content."""
+
+  cell: Cell
+  method: Any
+  items: CellItems
+  source: pathlib.Path | None
+  run_dir: pathlib.Path
+  config: Mapping[str, Any]
+
+  @property
+  def sizes(self) -> dict[str, int]:
+    return {"train": len(self.items.train), "val": len(self.items.val), "test": len(self.items.test)}
+
+
+class PreflightError(InvalidRunError, RunConfigMismatchError):
+  """Every conflict found before a table starts (run directories, --load_run, data hashes): one line each."""
+
+  def __init__(self, problems: Sequence[str]):
+    super().__init__("\n".join(problems))
+    self.problems = list(problems)
+
+
+def plan_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, settings: RunSettings,
+              method) -> CellPlan:
+  """What the cell will run and where, computed without writing anything."""
   items = cell_items(spec, cell.benchmark)
   if not items.test:
     raise InvalidRunError(f"{cell.key}: no test queries")
-  method = method if method is not None else build_method(cell, spec)
   source = load_source(cell, spec, root)
-  sizes = {"train": len(items.train), "val": len(items.val), "test": len(items.test)}
-  run_dir = prepare_run_dir(cell_dir(root, cell), {
+  config = {
       "cell": dataclasses.asdict(cell), "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
       "method_config": json.loads(json.dumps(method.describe(), default=str)),
       "load_from": repo_relative(source) if source is not None else None,
@@ -604,10 +688,51 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
                  for name, part in (("train", items.train), ("val", items.val), ("test", items.test))},
       "data": data_record(cell.benchmark, cell.setting),
       # Grades depend on the isolation: a run graded in the fallback never resumes under bubblewrap.
-      **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})})
-  writers = CellWriters.make(run_dir, cell, {**dict(flags or {}), "cell": dataclasses.asdict(cell),
-                                             "method_config": method.describe(), "sizes": sizes,
-                                             "run_dir": repo_relative(run_dir)},
+      **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})}
+  return CellPlan(cell, method, items, source, cell_dir(root, cell), json.loads(json.dumps(config)))
+
+
+def load_problems(plan: CellPlan) -> list[str]:
+  """Why the cell cannot load its --load_run (empty: it can, or it loads nothing)."""
+  source = plan.source
+  if source is None:
+    return []
+  if not (source / FIT_FILE).exists():
+    return [f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing)"]
+  try:
+    theirs = read_json(source / "config.json", f"--load_run {repo_relative(source)} is damaged: retrain it")
+  except StateError as e:
+    return [str(e)]
+  differences = load_mismatch(theirs, plan.config, plan.method)
+  if differences:
+    return [f"--load_run {repo_relative(source)} was trained differently: {'; '.join(differences)}; cannot load it "
+            "(run it with the same training flags and data sizes, or train this cell itself)"]
+  return []
+
+
+def preflight(plans: Sequence[CellPlan]) -> None:
+  """Checks every cell's run directory, data hashes and --load_run before any cell starts; writes nothing.
+
+  Raises:
+    PreflightError: naming every conflict, one line each.
+  """
+  problems: list[str] = []
+  for plan in plans:
+    conflict = run_dir_conflict(plan.run_dir, plan.config)
+    if conflict is not None:
+      problems.append(str(conflict))
+    problems += load_problems(plan)
+  if problems:
+    raise PreflightError(problems)
+
+
+async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
+                   progress: TableProgress, settings: RunSettings = RunSettings(), show_bars: bool = False,
+                   use_wandb: bool = False, flags: Mapping[str, Any] | None = None) -> dict[str, Any]:
+  """Fit-or-load, evaluate and summarise one cell (checked by `preflight`); returns its record for the table."""
+  cell, method, items, source, sizes = plan.cell, plan.method, plan.items, plan.source, plan.sizes
+  run_dir = prepare_run_dir(plan.run_dir, plan.config)
+  writers = CellWriters.make(run_dir, cell, wandb_config(cell, method.describe(), plan.config, run_dir),
                              group=wandb_group_of(root), use_wandb=use_wandb)
   try:
     ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
@@ -615,6 +740,7 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
     done = {k for k in load_done(run_dir) if k in wanted}
     need_state = len(done) < len(wanted)
     fit = None
+    eval_writer = None
     started = time.monotonic()
     fits_now = method.trainable and source is None and not (run_dir / FIT_FILE).exists()
     if method.trainable:
@@ -626,8 +752,18 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
     if need_state:
       await method.prepare([it for it in items.test if it.id not in done], ctx)
     progress.status(cell.key, "evaluating", done=len(done))
-    results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound,
-                             writers=[_ItemProgress(progress, cell.key)], progress=False, desc=cell.key)
+    # The cell's W&B run opens when its queries start (a rerun that computes nothing opens none).
+    eval_writer = await asyncio.to_thread(writers.open_eval) if need_state else None
+    stream = EvalStream(eval_writer, [r for k, r in load_done(run_dir).items() if k in wanted]) \
+        if eval_writer is not None else None
+
+    def on_item(n_done: int, result: ItemResult) -> None:
+      progress.item(cell.key, n_done)
+      if stream is not None:
+        stream.add(n_done, result)
+
+    results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound, progress=False, desc=cell.key,
+                             report=on_item)
     summary = summarise(results)
     timing = {"fit_or_load_s": round(fitted - started, 3), "evaluate_s": round(time.monotonic() - fitted, 3)}
     # A variant that loads another cell's fit spent nothing on training itself.
@@ -644,11 +780,33 @@ async def run_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathl
     chosen = [chosen_record(r) for r in results]
     if any(len(c) > 2 for c in chosen):
       atomic_write_json(run_dir / CHOSEN_FILE, chosen)
-    await asyncio.to_thread(writers.log_results, cell, run_dir, results, record)
+    if eval_writer is not None:
+      await asyncio.to_thread(writers.finish_eval, eval_writer, cell, run_dir, record)
+      eval_writer = None
     progress.status(cell.key, "done", accuracy=round(summary["accuracy"], 2))
     return record
+  except BaseException:
+    progress.status(cell.key, "failed")
+    raise
   finally:
+    if eval_writer is not None:
+      eval_writer.close()
     writers.close()
+
+
+def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.Path,
+               settings: RunSettings = RunSettings()) -> list[CellPlan]:
+  """Every cell's plan, checked by `preflight` (PreflightError naming every conflict); writes nothing."""
+  plans, problems = [], []
+  for c in spec.cells():
+    try:
+      plans.append(plan_cell(c, spec, backends[c.seed], root=root, settings=settings, method=build_method(c, spec)))
+    except InvalidRunError as e:
+      problems.append(str(e))
+  if problems:
+    raise PreflightError(problems)
+  preflight(plans)
+  return plans
 
 
 async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_root: str | pathlib.Path,
@@ -678,9 +836,9 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   labels = {backends[s].label for s in spec.seeds}
   endpoint = backends[spec.seeds[0]].endpoint.name
   root = table_root(run_root, endpoint)
-  cells = spec.cells()
-  methods = {c.key: build_method(c, spec) for c in cells}
-  totals = {c.key: len(cell_items(spec, c.benchmark).test) for c in cells}
+  plans = plan_table(spec, backends, root, settings)
+  cells = [p.cell for p in plans]
+  totals = {p.cell.key: len(p.items.test) for p in plans}
   bound = asyncio.Semaphore(max_queries)
   # Cells push compiles, embeddings and jitted steps to worker threads; the default pool (cores + 4)
   # would let a few long compiles hold every worker while other cells' millisecond steps queue.
@@ -690,10 +848,10 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
   started = time.monotonic()
   try:
-    outcomes_ = await asyncio.gather(*(run_cell(c, spec, backends[c.seed], root=root, bound=bound,
-                                                progress=table_progress, settings=settings, method=methods[c.key],
-                                                use_wandb=use_wandb, flags=flags)
-                                       for c in cells), return_exceptions=True)
+    outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
+                                                progress=table_progress, settings=settings, use_wandb=use_wandb,
+                                                flags=flags)
+                                       for p in plans), return_exceptions=True)
   finally:
     table_progress.close()
   errors = [(c, e) for c, e in zip(cells, outcomes_) if isinstance(e, BaseException)]

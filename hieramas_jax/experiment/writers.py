@@ -12,6 +12,7 @@ writers compose freely in a `MultiWriter`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -115,6 +116,11 @@ def wandb_group(default: str) -> str:
   return os.environ.get("WANDB_RUN_GROUP") or default
 
 
+def stable_run_id(*parts: str) -> str:
+  """A W&B run id that is the same on every run of the same cell (W&B ids: letters and digits, <= 64)."""
+  return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
 def artifact_name(text: str) -> str:
   """W&B artifact names allow letters, digits, '-', '_' and '.' only."""
   return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-")[:120]
@@ -131,16 +137,23 @@ class WandbWriter(NullWriter):
     mode: overrides `wandb_mode()`.
     new_id: give the run an id of its own even inside a W&B sweep agent (whose WANDB_RUN_ID belongs to
       the one run that reports the sweep's metric); training-stage runs set it.
+    run_id: the run's W&B id (`stable_run_id`): a killed and resumed cell resumes the same run
+      (`resume="allow"`), a rerun adds to it instead of making a duplicate. Inside a sweep agent
+      (WANDB_SWEEP_ID set) the agent's own run id wins unless `new_id`.
   """
 
   def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, project: str = PROJECT,
                name: str | None = None, group: str | None = None, job_type: str | None = None,
-               tags: Sequence[str] = (), mode: str | None = None, new_id: bool = False):
+               tags: Sequence[str] = (), mode: str | None = None, new_id: bool = False, run_id: str | None = None):
     import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
     self._wandb = wandb
+    self._tables: dict[str, Any] = {}  # incremental tables (`log_rows`)
     pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
-    # Only when asked: otherwise W&B's own WANDB_RUN_ID (a sweep agent's run) applies.
-    extra = {"id": secrets.token_hex(4)} if new_id else {}
+    extra: dict[str, Any] = {}
+    if run_id is not None and (new_id or not os.environ.get("WANDB_SWEEP_ID")):
+      extra = {"id": run_id, "resume": "allow"}
+    elif new_id:
+      extra = {"id": secrets.token_hex(4)}
     self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or project, name=name, group=group,
                            job_type=job_type, tags=[t for t in tags if t] or None, mode=wandb_mode(mode),
                            dir=str(run_dir), config=redact(json.loads(json.dumps(dict(config), default=str))),
@@ -149,6 +162,19 @@ class WandbWriter(NullWriter):
   @property
   def run(self):
     return self._run
+
+  def define_step(self, prefix: str, step_metric: str) -> None:
+    """Plots `<prefix>/*` against `step_metric` (its own x-axis) instead of the run's global step."""
+    self._run.define_metric(step_metric)
+    self._run.define_metric(f"{prefix}/*", step_metric=step_metric)
+
+  def log_rows(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Appends rows to an incremental W&B table (each call logs only the new rows), as results stream in."""
+    if name not in self._tables:
+      self._tables[name] = self._wandb.Table(columns=list(columns), log_mode="INCREMENTAL")
+    for r in rows:
+      self._tables[name].add_data(*r)
+    self._run.log({name: self._tables[name]}, commit=False)
 
   def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
     self._run.log({k: _finite(v) for k, v in scalars.items()}, step=step)
@@ -187,9 +213,11 @@ class StageWandbWriters(NullWriter):
   """
 
   def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, method: str, name: str,
-               group: str | None, tags: Sequence[str] = (), mode: str | None = None):
+               group: str | None, tags: Sequence[str] = (), mode: str | None = None, job_type: str | None = None,
+               run_id: str | None = None):
     self.run_dir, self.config, self.method, self.name = pathlib.Path(run_dir), dict(config), method, name
     self.group, self.tags, self.mode = group, tuple(tags), mode
+    self.job_type, self.run_id = job_type or method, run_id
     self.runs: dict[str, WandbWriter] = {}
 
   def _stage(self, key: str) -> str:
@@ -198,9 +226,12 @@ class StageWandbWriters(NullWriter):
 
   def _run_for(self, stage: str) -> WandbWriter:
     if stage not in self.runs:
-      self.runs[stage] = WandbWriter(self.run_dir, {**self.config, "stage": stage}, name=f"{self.name}/{stage}",
-                                     group=self.group, job_type=f"{self.method}:{stage}", tags=self.tags,
-                                     mode=self.mode, new_id=True)
+      run = WandbWriter(self.run_dir, {**self.config, "stage": stage}, name=f"{self.name}/{stage}",
+                        group=self.group, job_type=f"{self.job_type}:{stage}", tags=self.tags, mode=self.mode,
+                        new_id=True, run_id=f"{self.run_id}-{stage}" if self.run_id else None)
+      if stage == "stage2":  # stage 2 on its own axis (epochs), not continuing stage 1's steps
+        run.define_step("stage2", "stage2/epoch")
+      self.runs[stage] = run
     return self.runs[stage]
 
   def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
@@ -208,7 +239,11 @@ class StageWandbWriters(NullWriter):
     for k, v in scalars.items():
       by_stage.setdefault(self._stage(k), {})[k] = v
     for stage, values in by_stage.items():
-      self._run_for(stage).write_scalars(step, values)
+      run = self._run_for(stage)
+      if stage == "stage2":
+        run.write_scalars(step, {**values, "stage2/epoch": step - self.config.get("stage1_steps", 0)})
+      else:
+        run.write_scalars(step, values)
 
   def write_summary(self, summary: Mapping[str, Any]) -> None:
     for run in self.runs.values():

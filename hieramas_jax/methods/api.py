@@ -50,6 +50,7 @@ class RunContext:
       training queries takes one slot per query (never nested inside another slot).
     writer: where `fit` logs training curves (None: nowhere).
     progress: whether `fit` may show progress bars.
+    report: where `fit` reports its progress, `(stage, done, total)` (None: nowhere); see `step`.
     checkpoint: call it right after saving state at a quiescent point (no training query in flight):
       the runner then persists the training cost so far, so a resumed fit counts every call once.
   """
@@ -63,6 +64,12 @@ class RunContext:
   writer: ScalarWriter | None = None
   progress: bool = False
   checkpoint: Callable[[], None] | None = None
+  report: Callable[[str, int, int | None], None] | None = None
+
+  def step(self, stage: str, done: int, total: int | None = None) -> None:
+    """Reports a fit's progress (`report`): "stage 1", 3 of 8 steps; the table's live display shows it."""
+    if self.report is not None:
+      self.report(stage, done, total)
 
   def commit(self) -> None:
     """Marks a quiescent checkpoint (see `checkpoint`)."""

@@ -106,15 +106,17 @@ class HieraMASConfig:
       fold_in(fold_in(key(seed), INFERENCE_TAG), crc32(item id)); duplicates of an earlier candidate are
       masked out, as the reference keeps only distinct graphs) or "shared" (one pool for the whole split:
       K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full).
-    pool_min_density, pool_max_density: density range of the inference candidates' random DAGs
-      (reference 0.3-0.7; per_query: each graph's target density ~ U[min, max]).
+    pool_min_density: lower end of the per-query density range of the inference pool's random DAGs
+      (reference 0.3).
+    pool_max_density: upper end of that range (reference 0.7).
     seed: the one seed every key and data order comes from.
     encoder: sentence-transformers model ("all-MiniLM-L6-v2" = the bundled, checksummed weights).
     policy_hidden: width of the policy's slot/key spaces.
     policy_skip_logit_init: initial learned bias on the skip logit (reference 0; > 0 starts
       exploring sparse, cheap configurations; see learn/policy.py).
-    stage1_steps, stage1_batch: REINFORCE updates and queries per update (reference 12 iterations,
-      batch 4 on MMLU-Redux and 6 on MATH and HumanEval+; 0: the benchmark's value).
+    stage1_steps: REINFORCE updates of stage 1 (reference 12 iterations).
+    stage1_batch: training queries per update (reference 4 on MMLU-Redux, 6 on MATH and HumanEval+; 0:
+      the benchmark's value).
     stage1_samples: configurations sampled per query in each update (>= 2: leave-one-out baseline
       over them; 1: stage1_baseline). Each update runs stage1_batch x stage1_samples MAS.
     stage1_baseline: with one sample per query, "none" (reference) or "moving_average" (per role).
@@ -122,14 +124,18 @@ class HieraMASConfig:
       entropy) or "tempered" (draws from softmax(logits / tau)).
     stage1_mask_unused: leave the proposers of a skipped role out of the gradient (they were never
       called); the reference credits them with the role reward like every other choice.
-    stage1_lr, stage1_lr_end: AdamW step size, linear from start to end over the steps (reference:
-      MMLU-Redux 5e-3 -> 2e-3, MATH and HumanEval+ 2e-3; 0: the benchmark's value; lr_end 0 with an
-      explicit lr: constant).
-    stage1_weight_decay, stage1_clip: AdamW decay and gradient clip (reference 1e-5, 1.0).
+    stage1_lr: AdamW step size at the first step, linear to stage1_lr_end over the steps (reference:
+      MMLU-Redux 5e-3, MATH and HumanEval+ 2e-3; 0: the benchmark's value).
+    stage1_lr_end: step size at the last step (reference 2e-3; 0: the benchmark's value, or with an
+      explicit stage1_lr: constant).
+    stage1_weight_decay: AdamW weight decay (reference 1e-5).
+    stage1_clip: gradient clip by global norm (reference 1.0).
     stage1_entropy: entropy bonus beta (reference 1.0).
-    stage1_tau_start, stage1_tau_end: cosine temperature schedule (reference 10 -> 0.8).
-    stage1_min_density, stage1_max_density: random training graphs (reference 0.3-0.7, HumanEval+
-      0.3-0.75; -1: the benchmark's value).
+    stage1_tau_start: temperature at the first step of the cosine schedule (reference 10).
+    stage1_tau_end: temperature at the last step (reference 0.8).
+    stage1_min_density: lower density of stage 1's random training graphs (reference 0.3).
+    stage1_max_density: upper density of those graphs (reference 0.7, HumanEval+ 0.75; -1: the
+      benchmark's value).
     stage1_val_every: validate the greedy policy every n steps and after the last (reference 3 on
       MMLU-Redux, 2 otherwise; 0: the benchmark's value).
     stage1_checkpoint_every: save the latest state every n steps (resume granularity).
@@ -153,16 +159,24 @@ class HieraMASConfig:
     max_dropped_roles: the rotation's drop cap (reference: 2 on MMLU-Redux, 0 on MATH and HumanEval+;
       -1: the benchmark's value).
     stage2_graphs: random graphs run per training query (reference 5).
-    stage2_min_density, stage2_max_density: their density range (reference 0.3-0.7 MMLU-Redux, 0.3-1.0
-      MATH, 0.3-0.8 HumanEval+; -1: the benchmark's value).
+    stage2_min_density: lower density of stage 2's random graphs (reference 0.3).
+    stage2_max_density: upper density of those graphs (reference 0.7 MMLU-Redux, 1.0 MATH, 0.8
+      HumanEval+; -1: the benchmark's value).
     stage2_top_k: positives per query (reference 2, reward > 0).
     stage2_drop_ties: leave out queries whose graphs all earned the same reward (no contrast to
       learn from; the reference labels them all, which calls every such graph positive).
-    stage2_epochs, stage2_lr, stage2_weight_decay, stage2_batch, stage2_patience, stage2_val_fraction:
-      classifier training (reference: MMLU-Redux lr 1e-3, weight decay 2e-5, batch 128; MATH and HumanEval+
-      lr 5e-4, weight decay 1e-5; 0 or -1: the benchmark's value).
-    gcn_hidden, gcn_dropout: classifier width and dropout (reference 128; dropout 0.05 on MMLU-Redux,
-      0.5 otherwise; -1: the benchmark's value).
+    stage2_epochs: most epochs of the classifier's training.
+    stage2_lr: the classifier's AdamW step size (reference: MMLU-Redux 1e-3, MATH and HumanEval+ 5e-4;
+      0: the benchmark's value).
+    stage2_weight_decay: its AdamW weight decay (reference: MMLU-Redux 2e-5, MATH and HumanEval+ 1e-5;
+      -1: the benchmark's value).
+    stage2_batch: queries per classifier update (reference: MMLU-Redux 128, MATH and HumanEval+ 32; 0:
+      the benchmark's value).
+    stage2_patience: epochs without a better validation loss before training stops early.
+    stage2_val_fraction: the share of stage-2 queries held out for the classifier's validation.
+    gcn_hidden: the classifier's GCN width (reference 128).
+    gcn_dropout: the classifier's dropout (reference 0.05 on MMLU-Redux, 0.5 otherwise; -1: the
+      benchmark's value).
     graph_mode: "classifier" (HieraMAS) or "random_vote" (w/o Graph: vote_graphs of the query's candidates,
       majority vote over their answers; the reference's --random_graph is one graph, one run:
       vote_graphs = 1).

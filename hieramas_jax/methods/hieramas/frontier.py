@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.experiment.runner import TableSpec, run_table
+from hieramas_jax.experiment.runner import PreflightError, TableSpec, plan_table, run_table, table_root
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 
 RECIPE_METHODS = {"published": "hieramas", "total_cost": "hieramas_total_cost"}
@@ -51,6 +51,14 @@ async def run_frontier(specs: Sequence[tuple[TableSpec, str, float]], backends, 
                        max_queries: int = 32, progress: bool = True, use_wandb: bool = False
                        ) -> tuple[dict[str, Any], dict[str, float], dict[str, Any]]:
   """Runs (or reads) every spec; returns (cells by key, k by cell label, the last table's provenance)."""
+  problems = []
+  for spec, _, _ in specs:  # every table checked before the first starts: a conflict is never found late
+    try:
+      plan_table(spec, backends, table_root(run_root, backends[spec.seeds[0]].endpoint.name))
+    except PreflightError as e:
+      problems += e.problems
+  if problems:
+    raise PreflightError(problems)
   cells, ks, prov = {}, {}, {}
   for spec, _, k in specs:
     table = await run_table(spec, backends, run_root=run_root, flags=flags, max_queries=max_queries,

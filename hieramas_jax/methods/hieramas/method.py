@@ -159,7 +159,7 @@ class HieraMAS:
     bound = ctx.query_bound(cfg.max_queries)
     best = await training.train_stage1(ctx.client, self.train_setup, emb, train, val, cfg, state_dir,
                                        settings=ctx.settings, writer=ctx.writer, progress=ctx.progress, bound=bound,
-                                       on_checkpoint=ctx.commit)
+                                       on_checkpoint=ctx.commit, report=ctx.step)
     # Explicit: the best checkpoint, from disk, checked (not whatever the loop's state ended at).
     self.policy_state = training.load_best_policy(cfg, emb, state_dir)
     done = training.stage2_dir(state_dir) / "done.json"
@@ -171,12 +171,13 @@ class HieraMAS:
       data = training.load_stage2_data(state_dir)
       if data is None:
         data = await training.collect_stage2(ctx.client, self.train_setup, emb, self.policy_state, train, cfg,
-                                             settings=ctx.settings, progress=ctx.progress, bound=bound)
+                                             settings=ctx.settings, progress=ctx.progress, bound=bound,
+                                             report=ctx.step)
         training.save_stage2_data(data, state_dir)
         ctx.commit()
       self.scorer_params, history = await asyncio.to_thread(
           training.train_stage2, data, emb, cfg, state_dir, writer=ctx.writer, step_offset=cfg.stage1_steps,
-          progress=ctx.progress)
+          progress=ctx.progress, report=ctx.step)
     self.fit_summary = {
         "stage1_best": best,
         "stage2": {"queries": int(data["labels"].shape[0]), "graphs_per_query": int(data["labels"].shape[1]),

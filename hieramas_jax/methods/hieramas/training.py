@@ -50,6 +50,14 @@ from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards,
 
 log = logging.getLogger(__name__)
 
+# `RunContext.step`: (stage, done, total) for the table's live display.
+StageReport = Callable[[str, int, "int | None"], None]
+
+
+def _report(report: StageReport | None, stage: str, done: int, total: int | None) -> None:
+  if report is not None:
+    report(stage, done, total)
+
 # Fold-in tags of the run key: one independent stream per stage.
 STAGE1_TAG, STAGE2_TAG, INFERENCE_TAG = 1, 2, 3
 
@@ -165,7 +173,8 @@ def stage2_dir(run_dir: pathlib.Path) -> pathlib.Path:
 async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train: Sequence[Item], val: Sequence[Item],
                        cfg: HieraMASConfig, run_dir: pathlib.Path, *, settings: RunSettings = RunSettings(),
                        writer=None, progress: bool = True, bound: asyncio.Semaphore | None = None,
-                       on_checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
+                       on_checkpoint: Callable[[], None] | None = None, report: StageReport | None = None
+                       ) -> dict[str, Any]:
   """Runs (or resumes) stage 1; returns the best checkpoint's record (step, metric, params hash).
 
   `bound` caps the rollouts in flight (the run's global bound; default `cfg.max_queries`);
@@ -223,6 +232,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
       await validate(0)
     bar = tqdm(total=cfg.stage1_steps, initial=start, desc=f"stage 1 {setup.benchmark}", disable=not progress,
                dynamic_ncols=True, leave=False)
+    _report(report, "stage 1", start, cfg.stage1_steps)
     try:
       for step in range(start, cfg.stage1_steps):
         # G samples of each query, consecutive (the leave-one-out baseline groups them).
@@ -256,6 +266,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
               "stage1/skip_rate": skip_rate})
         bar.update(1)
         bar.set_postfix(acc=f"{summary.accuracy:.2f}", reward=f"{float(rewards.mean()):.3f}")
+        _report(report, "stage 1", done, cfg.stage1_steps)
         if done % cfg.stage1_val_every == 0 or done == cfg.stage1_steps:
           await validate(done)
         elif done % cfg.stage1_checkpoint_every == 0:
@@ -312,7 +323,8 @@ MIN_CONTRASTIVE_QUERIES = 2
 
 async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, policy_state, train: Sequence[Item],
                          cfg: HieraMASConfig, *, settings: RunSettings = RunSettings(),
-                         progress: bool = True, bound: asyncio.Semaphore | None = None) -> dict[str, np.ndarray]:
+                         progress: bool = True, bound: asyncio.Semaphore | None = None,
+                         report: StageReport | None = None) -> dict[str, np.ndarray]:
   """Runs every training query on `stage2_graphs` random DAGs with the frozen greedy policy.
 
   Returns arrays: query_emb [Q, D], choices [Q, R, P], adjacency [Q, G, R, R], solved [Q, G],
@@ -330,12 +342,14 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   sem = bound if bound is not None else asyncio.Semaphore(cfg.max_queries)
   bar = tqdm(total=len(flat_items), desc=f"stage 2 data {setup.benchmark}", disable=not progress, dynamic_ncols=True,
              leave=False)
+  _report(report, "stage 2 data", 0, len(flat_items))
 
   async def one(i):
     (r,) = await run_rollouts(client, setup, [flat_items[i]], flat_choices[i:i + 1],
                               adjacency.reshape(-1, setup.num_roles, setup.num_roles)[i:i + 1], settings, bound=sem,
                               grade_nodes=False, consensus=cfg.consensus)
     bar.update(1)
+    _report(report, "stage 2 data", bar.n, len(flat_items))
     return r
 
   try:
@@ -377,7 +391,7 @@ def fresh_scorer_params(cfg: HieraMASConfig, emb: Embeddings):
 
 
 def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConfig, run_dir: pathlib.Path, *,
-                 writer=None, step_offset: int = 0, progress: bool = True):
+                 writer=None, step_offset: int = 0, progress: bool = True, report: StageReport | None = None):
   """Fits the classifier on collected stage-2 data and saves it; returns (params, history).
 
   When fewer than `MIN_CONTRASTIVE_QUERIES` training queries are left (with `stage2_drop_ties`, those
@@ -401,8 +415,11 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
   bar = tqdm(total=cfg.stage2_epochs, desc=f"stage 2 fit {emb.setup.benchmark}", disable=not progress,
              dynamic_ncols=True, leave=False)
 
+  _report(report, "stage 2 epoch", 0, cfg.stage2_epochs)
+
   def on_epoch(epoch, train_loss, val_metrics):
     bar.update(1)
+    _report(report, "stage 2 epoch", epoch + 1, cfg.stage2_epochs)
     if writer is not None:
       writer.write_scalars(step_offset + epoch + 1, {"stage2/train_loss": train_loss,
                                                      **{f"stage2/val_{k}": v for k, v in val_metrics.items()}})

@@ -1,0 +1,124 @@
+"""A table checks every cell before any starts: all conflicts in one error, in seconds, nothing written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from absl import flags
+
+from hieramas_jax.experiment.backend import Backend
+from hieramas_jax.experiment.cli import default_run_root, run_or_exit
+from hieramas_jax.experiment.runner import PreflightError, TableSpec, run_table
+from hieramas_jax.llm.client import LLMClient
+from hieramas_jax.llm.endpoint import sim_endpoint
+from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
+
+
+class Counting:
+  def __init__(self, client):
+    self.client, self.sent = client, 0
+
+  async def chat(self, model, messages, **kwargs):
+    self.sent += 1
+    return await self.client.chat(model, messages, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def sim():
+  handle = start_sim_in_thread(SimConfig(seed=0))
+  yield handle
+  handle.close()
+
+
+def _spec(test, *, methods=("base", "cot"), train=4, **kwargs):
+  return TableSpec(methods, ("math",), ("gpt-5-mini", "qwen3-80b"), "main", (0,), {"math": train}, 2, test,
+                   **kwargs)
+
+
+def _table(sim, spec, run_root):
+  async def go():
+    endpoint = sim_endpoint(sim.base_url)
+    async with LLMClient(endpoint) as client:
+      counting = Counting(client)
+      try:
+        return await run_table(spec, {0: Backend(counting, endpoint, None)}, run_root=run_root, flags={},
+                               max_queries=8, progress=False), counting.sent
+      except PreflightError as e:
+        e.sent = counting.sent
+        raise
+  return asyncio.run(go())
+
+
+def _files(root):
+  return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.exists() else []
+
+
+def test_every_conflicting_cell_is_named_at_once_before_any_call(sim, tmp_path):
+  _table(sim, _spec(2), tmp_path)
+  before = _files(tmp_path)
+  started = time.monotonic()
+  with pytest.raises(PreflightError) as caught:
+    _table(sim, _spec(3), tmp_path)  # a quick look's root reused with another --limit
+  assert time.monotonic() - started < 10
+  assert caught.value.sent == 0 and _files(tmp_path) == before
+  problems = caught.value.problems
+  assert len(problems) == 4 and all("another configuration (differs in: splits)" in p for p in problems)
+  assert all("--run_root" in p for p in problems)
+  assert {p.split(" holds")[0].rsplit("/", 3)[-3] for p in problems} == {"gpt-5-mini", "qwen3-80b"}
+
+
+def test_a_refused_load_run_leaves_nothing_behind(sim, tmp_path):
+  source = tmp_path / "src"
+  source.mkdir()
+  (source / "fit.json").write_text(json.dumps({"summary": {}, "training": {"calls": 0}}))
+  (source / "config.json").write_text(json.dumps({
+      "cell": {"method": "base", "benchmark": "math", "pool": "gpt-5-mini", "setting": "main", "seed": 0},
+      "splits": {"train": {"n": 99, "ids_sha256": "x"}, "val": {"n": 2, "ids_sha256": "y"}}}))
+  root = tmp_path / "runs"
+  spec = _spec(2, methods=("base",), tag="v", load_from={"base": str(tmp_path / "missing")})
+  with pytest.raises(PreflightError, match="holds no finished fit"):
+    _table(sim, spec, root)
+  with pytest.raises(PreflightError) as caught:
+    _table(sim, _spec(2, methods=("base",), tag="v", load_from={"base": str(source)}), root)
+  assert len(caught.value.problems) == 2  # one per pool
+  assert all("was trained differently: train queries 99 vs 4" in p for p in caught.value.problems)
+  assert caught.value.sent == 0 and _files(root) == []
+
+
+def test_run_or_exit_prints_one_error_line_per_conflict(capsys, monkeypatch):
+  monkeypatch.setattr("logging.shutdown", lambda: None)  # run_or_exit's own would close pytest's log handlers
+
+  def refuse():
+    raise PreflightError(["a conflicts", "b conflicts"])
+  with pytest.raises(SystemExit) as caught:
+    run_or_exit(refuse, (PreflightError,))
+  assert caught.value.code == 2
+  assert capsys.readouterr().err.splitlines() == ["error: a conflicts", "error: b conflicts"]
+
+
+@pytest.mark.parametrize("argv,limits,expected", [
+    ([], {}, "runs/t1"),
+    ([], {"test_limit": 3, "train_limit": {"math": 8}}, "runs/t1-limit3-train8"),
+    ([], {"val_limit": 4, "train_limit": {"mmlu_redux": 512}}, "runs/t1-val4"),  # 512 is MMLU-Redux's default
+    (["--run_root=elsewhere"], {"test_limit": 3}, "elsewhere"),
+])
+def test_limited_runs_get_their_own_default_run_root(argv, limits, expected):
+  values = flags.FlagValues()
+  flags.DEFINE_string("run_root", "runs/t1", "", flag_values=values)
+  values(["prog", *argv])
+  benchmarks = tuple(limits.get("train_limit", {"math": None}))
+  spec = TableSpec(("base",), benchmarks, ("gpt-5-mini",), **limits)
+  assert default_run_root(values, spec) == expected
+
+
+def test_a_method_option_typo_names_the_field_and_lists_the_valid_ones():
+  from hieramas_jax.experiment.runner import Cell, InvalidRunError, build_method
+  spec = TableSpec(("gdesigner",), ("math",), ("gpt-5-mini",), method_options={"gdesigner": {"iteratons": 2}})
+  with pytest.raises(InvalidRunError) as caught:
+    build_method(Cell("gdesigner", "math", "gpt-5-mini"), spec)
+  message = str(caught.value)
+  assert "--method_option gdesigner.iteratons: no such field (did you mean iterations?)" in message
+  assert "gdesigner's fields: batch_size, " in message and "TypeError" not in message and "__init__" not in message
