@@ -173,6 +173,7 @@ def test_table4_shows_the_share_of_cut_calls_and_a_real_endpoint_is_named_not_ca
   assert "| Base | $0.4000 · 25.0% cut | $0.4000 |" in cost
   md = table1_markdown(derived)
   assert "prediction" not in md and "Every row was measured on `pool:local_smoke:0123456789ab`." in md
+  assert "**paper** = the published figure" in md  # the cell legend holds on every backend
   assert md.splitlines()[0] == "# Table 1 - pool:local_smoke:0123456789ab"
 
 

@@ -166,9 +166,10 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
   lines += ["Cell: **ours** = accuracy % [95% bootstrap interval over queries] (mean ± sd over seeds when several) · "
             "**paper** = the published figure (`-`: not published, or not in the text available to us). "
             "Components as in the paper: M(ulti-agent), T(opology), R(oles and LLMs), N(ode configuration). "
-            "† = a row the simulated pool was fitted on (it matches the paper by construction); every other row "
-            "is the simulator's prediction." if derived["provenance"].get("backend") == "sim" else
-            f"Every row was measured on `{derived['endpoint']}`.", ""]
+            # Parenthesised: the legend above holds on every backend, only this sentence depends on it.
+            + ("† = a row the simulated pool was fitted on (it matches the paper by construction); every other "
+               "row is the simulator's prediction." if derived["provenance"].get("backend") == "sim" else
+               f"Every row was measured on `{derived['endpoint']}`."), ""]
   header = "| Method | Comp. | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
                                                 for b, p in columns) + " | Avg. |"
   lines += [header, "|---" * (len(columns) + 3) + "|"]
