@@ -185,3 +185,36 @@ def test_without_a_decision_model_the_single_sink_answers():
   assert [c["model"] for c in client.calls] == ["a", "p", "b"]  # no decision call
   with pytest.raises(ConfigError, match="exactly one sink"):
     build_config(spec, None, [])
+
+
+class _SkewedClient(FakeClient):
+  """Answers each model after its own delay, so calls finish in an order set by `delays`."""
+
+  def __init__(self, delays: dict[str, float]):
+    super().__init__()
+    self.delays = delays
+
+  async def chat(self, model, messages, **kw):
+    await asyncio.sleep(self.delays.get(model, 0.0))
+    return await super().chat(model, messages, **kw)
+
+
+def test_a_traces_call_order_does_not_depend_on_which_call_finished_first():
+  """Concurrent nodes and proposers finish in any order; the trace lists them canonically (topological
+  node order, proposers by seat, synthesizer, decision), so two runs of one computation match."""
+  # Distinct models per node, so nodes 1 and 2 (concurrent) finish in opposite orders in the two runs.
+  spec = [("Mathematical Analyst", ("a1", "a2"), "as"), ("Math Solver", ("b1", "b2"), "bs"),
+          ("Inspector", ("c1", "c2"), "cs"), ("Math Solver", ("d1", "d2"), "ds")]
+  config = build_config(spec, "decider", [(0, 1), (0, 2), (1, 3), (2, 3)])
+  models = sorted({m for n in config.nodes for m in (*n.proposers, n.synthesizer)})
+  fast_first = {m: 0.01 * i for i, m in enumerate(models)}
+  slow_first = {m: 0.01 * (len(models) - i) for i, m in enumerate(models)}
+  a = asyncio.run(run_mas(_SkewedClient(fast_first), MATH_ITEM, config))
+  b = asyncio.run(run_mas(_SkewedClient(slow_first), MATH_ITEM, config))
+  key = [(c.node, c.position, c.model) for c in a.calls]
+  assert key == [(c.node, c.position, c.model) for c in b.calls]
+  topo = {j: i for i, j in enumerate(config.topological_order())}
+  ranks = [(len(topo) if c.node == DECISION_NODE else topo[c.node], c.position != "synthesizer") for c in a.calls]
+  assert [r[0] for r in ranks] == sorted(r[0] for r in ranks)
+  assert a.calls[-1].node == DECISION_NODE
+  assert a.summary()["models"] == b.summary()["models"]

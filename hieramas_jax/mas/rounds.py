@@ -292,6 +292,12 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
 
   trace.node_texts = dict(previous)
   outputs = [(j + 1, config.agents[j].role, (await tested(previous[j]))[0]) for j in range(len(config.agents))]
+  # Canonical order (agents of a round finish in any order): round, agent, its reflection; the decision,
+  # recorded below, comes last.
+  trace.order_calls(lambda c: (int(c.position[len("round"):].partition(":")[0]), c.node,
+                               c.position.endswith(":reflect")))
+  trace.extra.get("code_shortcuts", []).sort(key=lambda s: (s["round"], s["node"]))
+  trace.extra.get("code_tests", []).sort(key=lambda t: (t is not None, t and t["passed"]))
   decision = record(await call_llm(client, clock, node=DECISION_NODE, role=None, position="decision",
                                    model=config.decision_model,
                                    messages=decision_messages(item, outputs, tested=code_check is not None),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -104,6 +104,15 @@ def proposer_draws(proposers: Sequence[str]) -> list[int]:
   return draws
 
 
+def call_rank(call: CallRecord, topo: Mapping[int, int]) -> tuple[int, int, int]:
+  """A call's place in the canonical order of a MAS trace: node (topological rank; the decision last),
+  then proposers by seat, then the node's synthesizer or solo call."""
+  if call.node == DECISION_NODE:
+    return (len(topo), 0, 0)
+  head, _, seat = call.position.partition(":")
+  return (topo[call.node], 0, int(seat)) if head == "proposer" else (topo[call.node], 1, 0)
+
+
 async def run_mas(client: ChatClient, item: Item, config: MASConfig,
                   settings: RunSettings = RunSettings(), *, method: str = "mas") -> Trace:
   """Runs the MAS on one item and returns its trace.
@@ -162,6 +171,8 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
   for j in config.topological_order():
     tasks[j] = asyncio.ensure_future(run_node(j, config.predecessors(j)))
   await gather_or_cancel(tasks.values())
+  topo = {j: i for i, j in enumerate(config.topological_order())}
+  trace.order_calls(lambda c: call_rank(c, topo))
 
   if config.decision_model is None:
     trace.final_text = trace.node_texts[config.sinks()[0]]

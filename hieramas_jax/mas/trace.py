@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 DECISION_NODE = -1  # `CallRecord.node` of the final decision call
 NO_NODE = -2  # calls outside any MAS node (single-model baselines, self-consistency samples)
@@ -63,7 +63,9 @@ class Trace:
     item_id: the benchmark item.
     method: the method's registry name.
     final_text: the text that gets graded.
-    calls: every LLM call, in the order they finished.
+    calls: every LLM call, in a canonical order that does not depend on which finished first (the MAS
+      runtimes sort them with `order_calls` once the query is done: nodes in topological order, a
+      node's proposers before its synthesizer, the decision last).
     node_texts: supernode index -> that node's output (its synthesizer's text).
     extra: method-specific facts (the MAS config, votes...), JSON-serialisable.
   """
@@ -74,6 +76,11 @@ class Trace:
   calls: list[CallRecord] = dataclasses.field(default_factory=list)
   node_texts: dict[int, str] = dataclasses.field(default_factory=dict)
   extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def order_calls(self, rank: Callable[[CallRecord], tuple]) -> None:
+    """Sorts `calls` by `rank` (stable): concurrent nodes finish in any order, and a trace that
+    recorded them by arrival would differ between two runs of the same computation."""
+    self.calls.sort(key=rank)
 
   @property
   def cost_usd(self) -> float:
