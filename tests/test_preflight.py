@@ -121,4 +121,6 @@ def test_a_method_option_typo_names_the_field_and_lists_the_valid_ones():
     build_method(Cell("gdesigner", "math", "gpt-5-mini"), spec)
   message = str(caught.value)
   assert "--method_option gdesigner.iteratons: no such field (did you mean iterations?)" in message
-  assert "gdesigner's fields: batch_size, " in message and "TypeError" not in message and "__init__" not in message
+  fields = message.partition("gdesigner's fields: ")[2].split(", ")
+  assert {"batch_size", "iterations", "lr"} <= set(fields) and fields == sorted(fields), message
+  assert "TypeError" not in message and "__init__" not in message

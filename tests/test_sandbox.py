@@ -259,7 +259,9 @@ def test_hostile_code_is_contained_and_fails(task0, name):
   elapsed = time.monotonic() - start
   assert not grade.correct, (name, grade.detail)
   assert WHY[name] in grade.detail, (name, grade.detail)
-  assert elapsed < FAST.wall_s + 5, (name, elapsed)
+  # Stopped, not hung: budgets are CPU time, so on a loaded machine a CPU-bound program reaches its budget
+  # later in wall time; the documented bound is sandbox._WALL_FACTOR x the budget (plus start-up).
+  assert elapsed < sandbox._WALL_FACTOR * FAST.wall_s + 5, (name, elapsed)
   # The harness runs on: the next candidate is graded normally.
   assert _run(task0, GOOD_BODY).correct
 
