@@ -128,7 +128,23 @@ def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:
       recorded["tag"] = recorded["tag"].format(**recorded)
     except (KeyError, ValueError, IndexError):
       pass
-  return all(k in recorded and _same(recorded[k], v) for k, v in wanted.items()) and _made_by_this_sim(path, recorded)
+  return (all(k in recorded and _same(recorded[k], v) for k, v in wanted.items()) and _made_by_this_sim(path, recorded)
+          and _cell_still_there(path))
+
+
+def _cell_still_there(path: pathlib.Path) -> bool:
+  """Whether the finished cell a point's results file names is still in its run directory.
+
+  Why: a results file is a claim about a run; once the run directory is gone (runs/ cleared to rerun
+  after a code change, or a fresh clone holding only the committed results) the point is run again
+  instead of keeping a figure the current code never made. Results files naming no run directory (older
+  ones) are taken as they are.
+  """
+  run_dir = json.loads(path.read_text()).get("run_dir")
+  if not run_dir:
+    return True
+  cell = pathlib.Path(run_dir) if pathlib.Path(run_dir).is_absolute() else REPO / run_dir
+  return (cell / "summary.json").exists()
 
 
 def _made_by_this_sim(path: pathlib.Path, recorded: dict) -> bool:

@@ -90,11 +90,14 @@ out.write_text(json.dumps({"accuracy": 50.0 + int(args["k"]), "n": 4, "cost_usd"
 
 
 @pytest.fixture(autouse=True)
-def _fake_run_dir(monkeypatch):
-  # The fake program's results name a run directory under the current sim's endpoint, as real ones do.
+def _fake_run_dir(monkeypatch, tmp_path):
+  # The fake program's results name a finished cell under the current sim's endpoint, as real ones do.
   from hieramas_jax.experiment.backend import sim_endpoint_name
   from hieramas_jax.experiment.rundir import safe_name
-  monkeypatch.setenv("FAKE_RUN_DIR", f"runs/table1/{safe_name(sim_endpoint_name(0))}/main/seed0/x")
+  cell = tmp_path / "runs" / "table1" / safe_name(sim_endpoint_name(0)) / "main" / "seed0" / "x"
+  cell.mkdir(parents=True)
+  (cell / "summary.json").write_text("{}")
+  monkeypatch.setenv("FAKE_RUN_DIR", str(cell))
 
 
 def _fake_sweep(tmp_path, **flags) -> dict:
@@ -136,6 +139,9 @@ def test_local_runner_skips_finished_points_and_resumes_a_killed_sweep(tmp_path,
   rec["run_dir"] = "runs/table1/sim-seed0-8de37b2e697a/main/seed0/x"
   r1.write_text(json.dumps(rec))
   assert not sweep.is_finished(spec, {"k": 1}) and sweep.is_finished(spec, {"k": 2})
+  # Nor is a point whose cell is gone from its run directory (runs/ cleared to rerun after a code change).
+  (pathlib.Path(os.environ["FAKE_RUN_DIR"]) / "summary.json").unlink()
+  assert not sweep.is_finished(spec, {"k": 2})
 
 
 def test_local_runner_writes_the_sweep_table_and_plot(tmp_path):
