@@ -82,7 +82,7 @@ def main(argv):
 
   async def go():
     async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process) as backend:
-      return await run_frontier(specs, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, specs[0]),
+      return await run_frontier(specs, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, specs[0][0]),
                                 flags=run_flags, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
                                 use_wandb=FLAGS.wandb)
 
