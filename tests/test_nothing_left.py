@@ -37,8 +37,12 @@ def _alive(pid: int) -> bool:
 
 
 # A run in miniature: the sim served from its own process, then the run hangs until it is killed.
+# Signal dispositions as in a terminal: a run started under `nohup` or as a background job of a script
+# inherits SIGHUP / SIGINT ignored, and would then (rightly) not die of them at all.
 RUN = textwrap.dedent("""\
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from hieramas_jax.sim import server
     handle = server.start_sim_subprocess(server.SimConfig(seed=0))
     print("ready", flush=True)
