@@ -393,7 +393,7 @@ def figure4_section(page: Page, results: pathlib.Path) -> str:
   if not files:
     return missing("No HieraMAS results file yet (see Figure 3).")
   plt = _plt()
-  body = []
+  body, panels = [], []
   for b, p, r in files:
     probs = r.get("policy_probabilities")
     if probs:
@@ -414,10 +414,13 @@ def figure4_section(page: Page, results: pathlib.Path) -> str:
       what = ("share of the greedy choices per position (this results file predates saved policy probabilities: "
               "rerun train_hieramas.py for them)")
       bar = "share of greedy choices"
-    mat = np.array(rows)
+    panels.append((b, p, r, models, np.array(rows), what, bar))
+  # One colour scale for every panel, 0 to the largest value of any panel (rounded up to 0.05): panels
+  # compare, and ten-odd LLMs' probabilities near 0.1 stay distinguishable (on 0-1 they look alike).
+  vmax = max([0.05] + [float(np.ceil(mat.max() * 20) / 20) for _, _, _, _, mat, _, _ in panels])
+  for b, p, r, models, mat, what, bar in panels:
     fig, ax = plt.subplots(figsize=(2.0 + 0.75 * len(models), 2.8))
-    # One colour scale for every panel (0 to 1), so panels compare.
-    im = ax.imshow(mat, vmin=0, vmax=1, cmap="magma_r", aspect="auto")
+    im = ax.imshow(mat, vmin=0, vmax=vmax, cmap="magma_r", aspect="auto")
     ax.set_xticks(range(len(models)), models, rotation=35, ha="right", fontsize=7)
     ax.set_yticks([0, 1], ["proposer", "synthesizer"], fontsize=8)
     ax.set_xlabel("LLM of the pool", fontsize=8)
@@ -425,13 +428,14 @@ def figure4_section(page: Page, results: pathlib.Path) -> str:
     for i in range(mat.shape[0]):
       for j in range(mat.shape[1]):
         ax.text(j, i, f"{mat[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                color="white" if mat[i, j] > 0.6 else "black")
+                color="white" if mat[i, j] > 0.6 * vmax else "black")
     fig.colorbar(im, ax=ax, fraction=0.03).set_label(bar, fontsize=7)
     ax.set_title(_title(f"Figure 4: LLM preferences, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}",
                         r), fontsize=9)
     fig.tight_layout()
     body.append(page.figure(fig, f"figure4_{b}_{p}", f"Per position (proposers pooled, synthesizer): {what}. "
-                            "Every panel on the same colour scale, 0 to 1."))
+                            f"Every panel on the same colour scale, 0 to {vmax:.2f} (the largest value of any "
+                            "panel)."))
   return "".join(body)
 
 

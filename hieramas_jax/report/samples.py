@@ -164,6 +164,7 @@ main { display: flex; height: calc(100vh - 90px); }
 pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7; padding: .4em; margin: .2em 0;
       max-height: 24em; overflow-y: auto; font-size: 12px; }
 table.kv td { padding: 1px 6px; border-bottom: 1px solid #eee; vertical-align: top; }
+td[data-gold], td[data-extracted] { white-space: pre-wrap; font-family: monospace; font-size: 12px; }
 .missing { color: #a15c00; font-style: italic; }
 details { margin: .3em 0; border: 1px solid #e3e3e3; padding: .2em .4em; } summary { cursor: pointer; }
 .role { font-size: 11px; color: #555; text-transform: uppercase; }
