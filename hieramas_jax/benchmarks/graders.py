@@ -194,6 +194,19 @@ def _named_option(line: str, options: Sequence[str]) -> str | None:
 
 
 def extract_mmlu_letter(text: str | None, options: Sequence[str] | None = None) -> str | None:
+  """The option letter (A-D) a model's answer commits to, or None (see `_extract_mmlu_letter`).
+
+  Memoised on (text, options): HieraMAS's training grades each reply at several levels (its role's
+  reward, the consensus check, the system reward), about 3.6 times per distinct text on MMLU-Redux,
+  and extraction is the runner's largest pure-Python cost there.
+  """
+  if text is None:
+    return None
+  return _extract_mmlu_letter(text, None if options is None else tuple(str(o) for o in options))
+
+
+@functools.lru_cache(maxsize=32768)
+def _extract_mmlu_letter(text: str, options: tuple[str, ...] | None) -> str | None:
   """The option letter (A-D) a model's answer commits to, or None.
 
   Tiers of evidence, strongest first; within a tier the last match wins (models argue about
