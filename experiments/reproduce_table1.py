@@ -34,11 +34,9 @@ from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_met
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError, known_methods
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.report.paper import TABLE1_METHODS
 from hieramas_jax.report.table1 import write_tables
 
-# The paper's 11 Table 1 methods, in its row order.
-TABLE1_METHODS = ("base", "cot", "sc", "sc_cot", "debate", "full_graph", "random_graph", "gdesigner", "masrouter",
-                  "aflow", "hieramas", "hieramas_total_cost")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("methods", list(TABLE1_METHODS), "Methods (registry names).")

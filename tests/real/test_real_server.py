@@ -25,6 +25,7 @@ from hieramas_jax.llm.endpoint import make_endpoint
 from hieramas_jax.llm.local_server import MODEL_ID
 from hieramas_jax.llm.pool import load_pool_file
 from hieramas_jax.llm.preflight import PreflightError, preflight
+from hieramas_jax.report.paper import TABLE1_METHODS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SMOKE_POOL = REPO / "launch" / "pools" / "local_smoke.toml"
@@ -71,16 +72,6 @@ def test_preflight_catches_a_missing_model_on_the_real_server(real_server, tmp_p
   assert {m for _, m, _ in report.checked} == {"qwen3-8b", "gpt-5-mini"}
 
 
-def _table1_methods() -> tuple[str, ...]:
-  """The entry point's default rows (read from its source: importing it would define its absl flags)."""
-  import ast  # pylint: disable=import-outside-toplevel
-  tree = ast.parse((REPO / "experiments" / "reproduce_table1.py").read_text())
-  for node in tree.body:
-    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "TABLE1_METHODS":
-      return tuple(ast.literal_eval(node.value))
-  raise AssertionError("TABLE1_METHODS not found in experiments/reproduce_table1.py")
-
-
 def _tiny_options(methods) -> list[str]:
   from test_runner import TINY  # the tiny budgets the sim tests use: every method trains a few steps
   # The total-cost variant is HieraMAS with another recipe: the same tiny budget (its own is 100 steps).
@@ -94,7 +85,7 @@ def _run_table(pool_file, out_dir, run_root, *extra) -> subprocess.CompletedProc
          "--pools=gpt-5-mini", "--limit=2", "--train_limit=4", "--val_limit=2", "--max_tokens=48",
          "--max_queries=8", "--max_concurrency=8", "--request_timeout_s=600", "--nosim_process", "--nowandb",
          "--noprogress", f"--out_dir={out_dir}", f"--run_root={run_root}", *extra]
-  methods = next((e.split("=", 1)[1].split(",") for e in extra if e.startswith("--methods=")), _table1_methods())
+  methods = next((e.split("=", 1)[1].split(",") for e in extra if e.startswith("--methods=")), TABLE1_METHODS)
   cmd += _tiny_options(methods)
   return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3000,
                         env=dict(os.environ, PYTHONPATH=str(REPO)))
