@@ -18,6 +18,10 @@ Python code block is run by the check (the prompt's docstring examples in the sa
 "Whether it passes internal testing? {passed}." and "The feedback is: ..."; an agent whose inputs hold
 code that passed returns that code without a call (the reference's `is_solved` shortcut), and the decision
 agent's prompt says that code may have passed internal testing (`roles.decision_system(tested=True)`).
+
+With a `code_shortcut` instead (MASRouter's `inner_test`, `MAR/Agent/agent.py`): before an agent calls, its
+spatial inputs, then its temporal ones, are checked in order; the first that holds code passing the check
+is the agent's output, with no call and no reflection. Nothing is added to any prompt.
 """
 
 from __future__ import annotations
@@ -215,11 +219,13 @@ def seat_indices(agents: Sequence[RoundAgent]) -> list[int]:
 
 
 async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, settings: RunSettings = RunSettings(),
-                     *, method: str = "rounds", code_check: CodeCheck | None = None) -> Trace:
+                     *, method: str = "rounds", code_check: CodeCheck | None = None,
+                     code_shortcut: CodeCheck | None = None) -> Trace:
   """Runs every round, then the decision agent; returns the query's trace (final text = the decision).
 
   `code_check` (module docstring): runs code inputs and reports the result to the reading agent; each
   distinct text is checked once per query (`trace.extra["code_tests"]`: one record per check).
+  `code_shortcut` (module docstring; not with `code_check`): MASRouter's `inner_test`, same records.
 
   Raises:
     UnknownRoleError: an agent's role is not in the item's benchmark role set.
@@ -227,6 +233,8 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
   """
   for agent in config.agents:
     roles.check_role(item.benchmark, agent.role)
+  if code_check is not None and code_shortcut is not None:
+    raise ValueError("code_check already holds the shortcut: pass one of code_check and code_shortcut")
   clock = Clock()
   trace = Trace(item_id=item.id, method=method, extra={"rounds": config.to_json()})
   seats = seat_indices(config.agents)
@@ -238,15 +246,19 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
     trace.calls.append(rec)
     return rec
 
+  async def run_check(check: CodeCheck, text: str) -> Optional[tuple[bool, str]]:
+    """`check(text)`, run once per distinct text of the query and recorded in `code_tests`."""
+    if text not in checked:
+      checked[text] = asyncio.ensure_future(check(text))
+      result = await checked[text]
+      trace.extra.setdefault("code_tests", []).append(None if result is None else {"passed": bool(result[0])})
+    return await checked[text]
+
   async def tested(text: str) -> tuple[str, bool]:
     """(the text as the reader sees it, whether it is code that passed)."""
     if code_check is None:
       return text, False
-    if text not in checked:
-      checked[text] = asyncio.ensure_future(code_check(text))
-      result = await checked[text]
-      trace.extra.setdefault("code_tests", []).append(None if result is None else {"passed": bool(result[0])})
-    result = await checked[text]
+    result = await run_check(code_check, text)
     if result is None:
       return text, False
     return with_test_result(text, *result), bool(result[0])
@@ -273,6 +285,14 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
             return raw
         spatial_in = [(k, role, seen) for (k, role, _), (seen, _) in zip(spatial_in, spatial_seen)]
         temporal_in = [(k, role, seen) for (k, role, _), (seen, _) in zip(temporal_in, temporal_seen)]
+      elif code_shortcut is not None:
+        # MASRouter's inner_test: spatial inputs, then temporal ones, in order; the first passing code is
+        # this agent's output (no call, no reflection); later inputs are not run.
+        for _, _, raw in spatial_in + temporal_in:
+          result = await run_check(code_shortcut, raw)
+          if result is not None and result[0]:
+            trace.extra.setdefault("code_shortcuts", []).append({"round": r, "node": j})
+            return raw
       rec = record(await call_llm(
           client, clock, node=j, role=agent.role, position=f"round{r}", model=agent.model,
           messages=agent_messages(item, agent, spatial_in, temporal_in, cot=config.cot, reasoning=config.reasoning),
