@@ -34,7 +34,7 @@ from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn.encoder import DEFAULT_MODEL
 from hieramas_jax.llm.registry import POOLS, get_model, get_pool
 from hieramas_jax.mas import roles
-from hieramas_jax.mas.rounds import CodeCheck, RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
+from hieramas_jax.mas.rounds import InnerTest, RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.runtime import RunSettings
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
@@ -72,6 +72,9 @@ TASKS = (("math", "Math: mathematical problems that need calculation, algebra, g
          ("code", "Code: writing a correct Python function from its signature, docstring and examples."))
 TASK_INDEX = {name: i for i, (name, _) in enumerate(TASKS)}
 # The reference's cost rates (utility = solved - rate * cost); HumanEval+: the MATH rate (docs/methods.md).
+# Roles whose own code output gets the inner-test note: the public Code roles with the `PythonInnerTest`
+# post-process (`MAR/Roles/Code/ProgrammingExpert.json`, `BugFixer.json`; ReflectProgrammer is not in our set).
+NOTE_ROLES = frozenset({"Programming Expert", "Bug Fixer"})
 COST_RATE = {"math": 100.0, "mmlu_redux": 500.0, "humaneval_plus": 100.0}
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
 # Padded sizes of the role and LLM tables (the largest role set and pool of the suite).
@@ -95,10 +98,11 @@ class MASRouterConfig:
     encoder: sentence encoder (all-MiniLM-L6-v2).
     temperature: sampling temperature of every routed agent's call (the public code's 1.0; the suite's
       shared RunSettings use the HieraMAS reference's 0.2).
-    inner_test: the public agents' `inner_test` on HumanEval+ (`MAR/Agent/agent.py`): an agent whose inputs
-      hold code passing the prompt's docstring examples returns that input without a call
-      (`code_tools.docstring_check(detect="contains")`, `run_rounds(code_shortcut=...)`); False: the earlier
-      variant, every agent calls.
+    inner_test: the public Code agents' HumanEval tools (`MAR/Agent/agent.py`, `MAR/Prompts/`): an agent whose
+      inputs hold code passing the prompt's docstring examples returns that input without a call, code in
+      an input comes with "The code is (not) solved." and the feedback, and Programming Expert / Bug Fixer
+      outputs get that note (`code_tools.docstring_check(detect="contains")`, `run_rounds(inner_test=...)`);
+      False: the earlier variant, no code runs.
   """
 
   epochs: int = 2
@@ -247,7 +251,7 @@ class MASRouter:
       async def one(b):
         async with bound:
           trace = await run_rounds(ctx.client, batch[b], systems[b][1], self._settings(ctx), method=self.name,
-                                   code_shortcut=self._inner_test(batch[b]))
+                                   inner_test=self._inner_test(batch[b]))
         grade = await graders.grade_async(batch[b], trace.final_text)
         return float(grade.correct), trace.cost_usd
 
@@ -273,8 +277,9 @@ class MASRouter:
     return {"steps": steps, "batch_size": self.batch_size, "cost_rate": self.cost_rate,
             "params_sha256": params_sha256(self.params), "history": history[-20:]}
 
-  def _inner_test(self, item: Item) -> CodeCheck | None:
-    return docstring_check(item, detect="contains") if self.config.inner_test else None
+  def _inner_test(self, item: Item) -> InnerTest | None:
+    check = docstring_check(item, detect="contains") if self.config.inner_test else None
+    return None if check is None else InnerTest(check, NOTE_ROLES)
 
   def load(self, state_dir) -> None:
     self.params = ParamState.load_finished(state_dir, self._fresh_state(), self.name)["params"]
@@ -293,7 +298,7 @@ class MASRouter:
     out = await off_loop(model.sample, self.params, inputs, rng, net=self.net)
     mode, system = self.system(out.choices, 0)
     trace = await run_rounds(ctx.client, item, system, self._settings(ctx), method=self.name,
-                             code_shortcut=self._inner_test(item))
+                             inner_test=self._inner_test(item))
     trace.extra.update({"mode": mode, "agents": int(out.choices.agents[0]),
                         "roles": [a.role for a in system.agents], "llms": [a.model for a in system.agents],
                         "decision_model": system.decision_model})
