@@ -336,7 +336,7 @@ def test_masrouter_samples_its_agents_at_the_public_codes_temperature():
 
 
 def test_gdesigner_humaneval_tools_run_code_on_the_docstring_examples_and_tell_the_readers():
-  from hieramas_jax.methods.gdesigner.method import docstring_check
+  from hieramas_jax.methods.code_tools import docstring_check
   item = items_by_id("humaneval_plus")["HumanEval/0"]
   wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```"
   right = "```python\n" + item.question + item.answer + "\n```"
@@ -369,6 +369,54 @@ def test_gdesigner_humaneval_tools_run_code_on_the_docstring_examples_and_tell_t
   assert docstring_check(MMLU) is None
   assert asyncio.run(docstring_check(item)("no code here")) is None
   assert asyncio.run(docstring_check(item)(right)) == (True, "")
+
+
+def test_masrouter_inner_test_passes_code_that_passes_the_examples_on_without_a_call():
+  """MASRouter's HumanEval tools (`MAR/Agent/agent.py`, `MAR/Prompts/message_aggregation.py`,
+  `post_process.py`): an agent's spatial inputs, then temporal ones, are run on the docstring examples; the
+  first whose ```python``` span passes is the agent's output, no call and no reflection; otherwise code in
+  an input is followed by "The code is (not) solved." and the feedback, and a Programming Expert's own code
+  output gets that note."""
+  from hieramas_jax.mas.rounds import InnerTest
+  from hieramas_jax.methods.code_tools import docstring_check
+  from hieramas_jax.methods.masrouter.method import NOTE_ROLES
+  item = items_by_id("humaneval_plus")["HumanEval/0"]
+  wrong = "My plan:\n```python\ndef has_close_elements(numbers, threshold):\n    return True\n```\nDone."
+  right = "Here it is:\n```python\n" + item.question + item.answer + "\n```\nThat passes."
+
+  def answer(model, messages, s):
+    system = messages[0]["content"]
+    return wrong if "Project Manager" in system else right if "Programming Expert" in system else "no code here"
+  agents = (RoundAgent("Project Manager", "gpt-5-mini"), RoundAgent("Programming Expert", "gpt-5-mini"),
+            RoundAgent("Test Analyst", "gpt-5-mini", reflect=True))
+  spatial = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
+  config = RoundsConfig(agents, (spatial,), (np.zeros((3, 3), bool),), "gpt-5-mini")
+  client = FakeClient(answer)
+  check = docstring_check(item, detect="contains")
+  trace = asyncio.run(run_rounds(client, item, config, inner_test=InnerTest(check, NOTE_ROLES)))
+  # The expert reads the failing code with its note and calls; its own passing code gets the post-process
+  # note; the Test Analyst reads it (prose around the block) and returns it: no call, no reflection.
+  expert = client.calls[1]["messages"][1]["content"]
+  assert "The code is not solved.\nhas_close_elements(" in expert and "should be" in expert
+  noted = right + "\n\nThe code is solved.\nevery docstring example passed"
+  assert len(client.calls) == 3 and trace.node_texts == {0: wrong, 1: noted, 2: noted}
+  assert trace.extra["code_shortcuts"] == [{"round": 0, "node": 2}]
+  assert sorted(t["passed"] for t in trace.extra["code_tests"]) == [False, True, True]
+  assert "internal testing" not in "".join(m["content"] for c in client.calls for m in c["messages"])
+  # GDesigner's detection needs the whole output to be one block: the same text is not code for it.
+  assert asyncio.run(docstring_check(item)(right)) is None
+  assert asyncio.run(check(right)) == (True, "") and asyncio.run(check("no code here")) is None
+  with pytest.raises(ValueError):
+    asyncio.run(run_rounds(client, item, config, code_check=check, inner_test=InnerTest(check)))
+  with pytest.raises(ValueError):
+    docstring_check(item, detect="anywhere")
+  # MASRouter turns it on for HumanEval+ only (no examples elsewhere); the option turns it off.
+  router = make_method("masrouter", benchmark="humaneval_plus", pool="gpt-5-mini", seed=0)
+  assert router._inner_test(item) is not None and router.describe()["inner_test"] is True  # pylint: disable=protected-access
+  off = make_method("masrouter", benchmark="humaneval_plus", pool="gpt-5-mini", seed=0, inner_test=False)
+  assert off._inner_test(item) is None  # pylint: disable=protected-access
+  mmlu = make_method("masrouter", benchmark="mmlu_redux", pool="gpt-5-mini", seed=0)
+  assert mmlu._inner_test(MMLU) is None and "inner_test" not in mmlu.describe()  # pylint: disable=protected-access
 
 
 def test_masrouter_mode_instructions_are_the_public_codes_word_for_word():

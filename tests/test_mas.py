@@ -218,3 +218,19 @@ def test_a_traces_call_order_does_not_depend_on_which_call_finished_first():
   assert [r[0] for r in ranks] == sorted(r[0] for r in ranks)
   assert a.calls[-1].node == DECISION_NODE
   assert a.summary()["models"] == b.summary()["models"]
+
+
+def test_humaneval_supernodes_run_no_code_as_the_reference_hieramas_runtime():
+  """The reference HieraMAS (`graph/learnable_multi_node.py`, `graph/multi_node.py`,
+  `graph/learnable_multi_node_graph.py`) gives a supernode's predecessors' outputs to its `CodeWriting`
+  workers as text in the task (no spatial inputs, so no test runs and no `is_solved` shortcut) and calls
+  the `FinalWriteCode` decision without predecessors: no code is ever run on the docstring examples.
+  Here too: code that would pass its examples is read like any text and every node calls."""
+  item = next(it for it in load_items("humaneval_plus") if it.id == "HumanEval/0")
+  right = "```python\n" + item.question + item.answer + "\n```"
+  client = FakeClient(lambda model, messages, s: right)
+  config = build_config([("Programming Expert", ("m", "m"), "m"), ("Bug Fixer", (), "m")], "d", [(0, 1)])
+  trace = asyncio.run(run_mas(client, item, config))
+  assert len(client.calls) == 5 and trace.final_text == right and "code_tests" not in trace.extra
+  assert "internal testing" not in "".join(m["content"] for c in client.calls for m in c["messages"])
+  assert client.calls[-1]["messages"][0]["content"] == roles.decision_system("humaneval_plus", tested=False)

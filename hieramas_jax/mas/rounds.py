@@ -18,6 +18,15 @@ Python code block is run by the check (the prompt's docstring examples in the sa
 "Whether it passes internal testing? {passed}." and "The feedback is: ..."; an agent whose inputs hold
 code that passed returns that code without a call (the reference's `is_solved` shortcut), and the decision
 agent's prompt says that code may have passed internal testing (`roles.decision_system(tested=True)`).
+
+With an `inner_test` instead (MASRouter's HumanEval tools, `MAR/Agent/agent.py`,
+`MAR/Prompts/message_aggregation.py`, `MAR/Prompts/post_process.py`): before an agent calls, its spatial
+inputs, then its temporal ones, are checked in order; the first that holds code passing the check is the
+agent's output, with no call and no reflection (`inner_test`). Otherwise every input holding code reaches
+the agent with "The code is solved." / "The code is not solved." and the feedback after it (the Code roles'
+`PythonInnerTest` message aggregation), and an agent of a `note_roles` role gets the same note after its own
+output holding code before it reflects or is read (the `PythonInnerTest` post-process). The decision agent
+reads the outputs as they are (`FinalRefer` runs nothing).
 """
 
 from __future__ import annotations
@@ -42,6 +51,20 @@ CodeCheck = Callable[[str], Awaitable[Optional[tuple[bool, str]]]]
 REFLECT_SYSTEM = ("Reflect on possible errors in the answer above and answer again using the same format. If "
                   "you think there are no errors in your previous answers that will affect the results, there is "
                   "no need to correct them.")
+
+
+@dataclasses.dataclass(frozen=True)
+class InnerTest:
+  """MASRouter's HumanEval tools (module docstring).
+
+  Attributes:
+    check: runs an output's code on the docstring examples (`methods.code_tools.docstring_check`).
+    note_roles: roles whose own output holding code gets the test note (the public Code roles with the
+      `PythonInnerTest` post-process: Programming Expert, Bug Fixer, Reflect Programmer).
+  """
+
+  check: CodeCheck
+  note_roles: frozenset = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +222,12 @@ def with_test_result(text: str, passed: bool, feedback: str) -> str:
           f"The feedback is:\n\n{feedback or 'every docstring example passed'}.")
 
 
+def with_inner_test_note(text: str, passed: bool, feedback: str) -> str:
+  """An output holding code followed by MASRouter's `PythonInnerTest` note (`message_aggregation.py`)."""
+  return (f"{text.strip()}\n\nThe code is {'solved' if passed else 'not solved'}.\n"
+          f"{feedback or 'every docstring example passed'}")
+
+
 def seat_indices(agents: Sequence[RoundAgent]) -> list[int]:
   """Sample index per agent: 0 for the first agent with a (role, model), 1 for the second, ...
 
@@ -215,11 +244,13 @@ def seat_indices(agents: Sequence[RoundAgent]) -> list[int]:
 
 
 async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, settings: RunSettings = RunSettings(),
-                     *, method: str = "rounds", code_check: CodeCheck | None = None) -> Trace:
+                     *, method: str = "rounds", code_check: CodeCheck | None = None,
+                     inner_test: InnerTest | None = None) -> Trace:
   """Runs every round, then the decision agent; returns the query's trace (final text = the decision).
 
   `code_check` (module docstring): runs code inputs and reports the result to the reading agent; each
   distinct text is checked once per query (`trace.extra["code_tests"]`: one record per check).
+  `inner_test` (module docstring; not with `code_check`): MASRouter's tools, same records.
 
   Raises:
     UnknownRoleError: an agent's role is not in the item's benchmark role set.
@@ -227,6 +258,8 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
   """
   for agent in config.agents:
     roles.check_role(item.benchmark, agent.role)
+  if code_check is not None and inner_test is not None:
+    raise ValueError("code_check and inner_test are two references' tools: pass one of them")
   clock = Clock()
   trace = Trace(item_id=item.id, method=method, extra={"rounds": config.to_json()})
   seats = seat_indices(config.agents)
@@ -238,15 +271,24 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
     trace.calls.append(rec)
     return rec
 
+  async def run_check(check: CodeCheck, text: str) -> Optional[tuple[bool, str]]:
+    """`check(text)`, run once per distinct text of the query and recorded in `code_tests`."""
+    if text not in checked:
+      checked[text] = asyncio.ensure_future(check(text))
+      result = await checked[text]
+      trace.extra.setdefault("code_tests", []).append(None if result is None else {"passed": bool(result[0])})
+    return await checked[text]
+
+  async def noted(text: str) -> str:
+    """`text` with MASRouter's test note when it holds code (`inner_test`)."""
+    result = await run_check(inner_test.check, text)
+    return text if result is None else with_inner_test_note(text, *result)
+
   async def tested(text: str) -> tuple[str, bool]:
     """(the text as the reader sees it, whether it is code that passed)."""
     if code_check is None:
       return text, False
-    if text not in checked:
-      checked[text] = asyncio.ensure_future(code_check(text))
-      result = await checked[text]
-      trace.extra.setdefault("code_tests", []).append(None if result is None else {"passed": bool(result[0])})
-    result = await checked[text]
+    result = await run_check(code_check, text)
     if result is None:
       return text, False
     return with_test_result(text, *result), bool(result[0])
@@ -273,11 +315,23 @@ async def run_rounds(client: ChatClient, item: Item, config: RoundsConfig, setti
             return raw
         spatial_in = [(k, role, seen) for (k, role, _), (seen, _) in zip(spatial_in, spatial_seen)]
         temporal_in = [(k, role, seen) for (k, role, _), (seen, _) in zip(temporal_in, temporal_seen)]
+      elif inner_test is not None:
+        # MASRouter's inner_test: spatial inputs, then temporal ones, in order; the first passing code is
+        # this agent's output (no call, no reflection); later inputs are not run.
+        for _, _, raw in spatial_in + temporal_in:
+          result = await run_check(inner_test.check, raw)
+          if result is not None and result[0]:
+            trace.extra.setdefault("code_shortcuts", []).append({"round": r, "node": j})
+            return raw
+        spatial_in = [(k, role, await noted(t)) for k, role, t in spatial_in]
+        temporal_in = [(k, role, await noted(t)) for k, role, t in temporal_in]
       rec = record(await call_llm(
           client, clock, node=j, role=agent.role, position=f"round{r}", model=agent.model,
           messages=agent_messages(item, agent, spatial_in, temporal_in, cot=config.cot, reasoning=config.reasoning),
           sample_index=seats[j], **common))
       text = rec.text
+      if inner_test is not None and agent.role in inner_test.note_roles:
+        text = await noted(text)  # the PythonInnerTest post-process, before the reflection
       if agent.reflect:
         text = record(await call_llm(
             client, clock, node=j, role=agent.role, position=f"round{r}:reflect", model=agent.model,

@@ -32,34 +32,12 @@ from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.rounds import CodeCheck, RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.trace import Trace
-from hieramas_jax.methods.aflow import execute
 from hieramas_jax.methods.api import MethodError, RunContext
+from hieramas_jax.methods.code_tools import docstring_check
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
 from hieramas_jax.methods.gdesigner import model
 
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
-
-
-def docstring_check(item: Item) -> CodeCheck | None:
-  """GDesigner's HumanEval tool for `item`: a check that runs an output that is one Python code block (the
-  reference's test: it starts with ```python and ends with ```) on the prompt's docstring examples, in the
-  suite's sandbox (`aflow.execute.run_examples`: the examples every solver sees, never the hidden tests).
-  None when the item is not HumanEval+ or its prompt has no literal examples (the reference then reports a
-  pass with no test run; here nothing is claimed)."""
-  if item.benchmark != "humaneval_plus" or not execute.public_examples(item):
-    return None
-  from hieramas_jax.benchmarks.sandbox import assemble_program  # pylint: disable=import-outside-toplevel
-
-  async def check(text: str) -> tuple[bool, str] | None:
-    body = text.strip()
-    if not (body.startswith("```python") and body.endswith("```")):
-      return None
-    code = graders.extract_code(body, item.meta["entry_point"])
-    program = assemble_program(item, code) if code is not None else None
-    if program is None:
-      return False, "the code holds no runnable definition of the function"
-    return await execute.run_examples(item, program)
-  return check
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,10 +34,11 @@ from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn.encoder import DEFAULT_MODEL
 from hieramas_jax.llm.registry import POOLS, get_model, get_pool
 from hieramas_jax.mas import roles
-from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
+from hieramas_jax.mas.rounds import InnerTest, RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
 from hieramas_jax.mas.runtime import RunSettings
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
+from hieramas_jax.methods.code_tools import docstring_check
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
 from hieramas_jax.methods.masrouter import model
 
@@ -71,6 +72,9 @@ TASKS = (("math", "Math: mathematical problems that need calculation, algebra, g
          ("code", "Code: writing a correct Python function from its signature, docstring and examples."))
 TASK_INDEX = {name: i for i, (name, _) in enumerate(TASKS)}
 # The reference's cost rates (utility = solved - rate * cost); HumanEval+: the MATH rate (docs/methods.md).
+# Roles whose own code output gets the inner-test note: the public Code roles with the `PythonInnerTest`
+# post-process (`MAR/Roles/Code/ProgrammingExpert.json`, `BugFixer.json`; ReflectProgrammer is not in our set).
+NOTE_ROLES = frozenset({"Programming Expert", "Bug Fixer"})
 COST_RATE = {"math": 100.0, "mmlu_redux": 500.0, "humaneval_plus": 100.0}
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
 # Padded sizes of the role and LLM tables (the largest role set and pool of the suite).
@@ -94,6 +98,11 @@ class MASRouterConfig:
     encoder: sentence encoder (all-MiniLM-L6-v2).
     temperature: sampling temperature of every routed agent's call (the public code's 1.0; the suite's
       shared RunSettings use the HieraMAS reference's 0.2).
+    inner_test: the public Code agents' HumanEval tools (`MAR/Agent/agent.py`, `MAR/Prompts/`): an agent whose
+      inputs hold code passing the prompt's docstring examples returns that input without a call, code in
+      an input comes with "The code is (not) solved." and the feedback, and Programming Expert / Bug Fixer
+      outputs get that note (`code_tools.docstring_check(detect="contains")`, `run_rounds(inner_test=...)`);
+      False: the earlier variant, no code runs.
   """
 
   epochs: int = 2
@@ -104,6 +113,7 @@ class MASRouterConfig:
   cost_rate: float = 0.0
   encoder: str = DEFAULT_MODEL
   temperature: float = 1.0
+  inner_test: bool = True
 
   def __post_init__(self):
     if self.epochs < 0 or self.max_batches < 0 or self.batch_size < 0 or self.max_agents < 1 or self.lr <= 0:
@@ -155,7 +165,9 @@ class MASRouter:
   def describe(self) -> dict[str, Any]:
     return {"benchmark": self.benchmark, "pool": self.pool_name, "seed": self.seed, "batch_size": self.batch_size,
             "cost_rate": self.cost_rate, **{k: v for k, v in dataclasses.asdict(self.config).items()
-                                            if k not in ("batch_size", "cost_rate")}}
+                                            if k not in ("batch_size", "cost_rate")
+                                            # inner_test only acts on HumanEval+ (no examples elsewhere)
+                                            and (k != "inner_test" or self.benchmark == "humaneval_plus")}}
 
   def _static_embeddings(self) -> dict[str, np.ndarray]:
     """Task, mode, role and LLM profile embeddings (computed once; call off the event loop the first time)."""
@@ -238,7 +250,8 @@ class MASRouter:
 
       async def one(b):
         async with bound:
-          trace = await run_rounds(ctx.client, batch[b], systems[b][1], self._settings(ctx), method=self.name)
+          trace = await run_rounds(ctx.client, batch[b], systems[b][1], self._settings(ctx), method=self.name,
+                                   inner_test=self._inner_test(batch[b]))
         grade = await graders.grade_async(batch[b], trace.final_text)
         return float(grade.correct), trace.cost_usd
 
@@ -264,6 +277,10 @@ class MASRouter:
     return {"steps": steps, "batch_size": self.batch_size, "cost_rate": self.cost_rate,
             "params_sha256": params_sha256(self.params), "history": history[-20:]}
 
+  def _inner_test(self, item: Item) -> InnerTest | None:
+    check = docstring_check(item, detect="contains") if self.config.inner_test else None
+    return None if check is None else InnerTest(check, NOTE_ROLES)
+
   def load(self, state_dir) -> None:
     self.params = ParamState.load_finished(state_dir, self._fresh_state(), self.name)["params"]
 
@@ -280,7 +297,8 @@ class MASRouter:
     rng = jax.random.fold_in(jax.random.key(self.seed), _SOLVE_STREAM * 1_000_003 + zlib.crc32(item.id.encode()))
     out = await off_loop(model.sample, self.params, inputs, rng, net=self.net)
     mode, system = self.system(out.choices, 0)
-    trace = await run_rounds(ctx.client, item, system, self._settings(ctx), method=self.name)
+    trace = await run_rounds(ctx.client, item, system, self._settings(ctx), method=self.name,
+                             inner_test=self._inner_test(item))
     trace.extra.update({"mode": mode, "agents": int(out.choices.agents[0]),
                         "roles": [a.role for a in system.agents], "llms": [a.model for a in system.agents],
                         "decision_model": system.decision_model})
