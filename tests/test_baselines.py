@@ -335,18 +335,24 @@ def test_masrouter_samples_its_agents_at_the_public_codes_temperature():
   assert {c["temperature"] for c in client.calls} == {0.2}
 
 
+def _coding_chain(wrong: str, right: str, agents: tuple):
+  """A Project Manager -> Programming Expert -> Test Analyst chain whose PM writes `wrong` code and whose
+  Expert writes `right` code (everyone else: no code): the fake answer function and the rounds config."""
+  def answer(model, messages, s):
+    system = messages[0]["content"]
+    return wrong if "Project Manager" in system else right if "Programming Expert" in system else "no code here"
+  spatial = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
+  return answer, RoundsConfig(agents, (spatial,), (np.zeros((3, 3), bool),), "gpt-5-mini")
+
+
 def test_gdesigner_humaneval_tools_run_code_on_the_docstring_examples_and_tell_the_readers():
   from hieramas_jax.methods.code_tools import docstring_check
   item = items_by_id("humaneval_plus")["HumanEval/0"]
   wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```"
   right = "```python\n" + item.question + item.answer + "\n```"
 
-  def answer(model, messages, s):
-    system = messages[0]["content"]
-    return wrong if "Project Manager" in system else right if "Programming Expert" in system else "no code here"
-  agents = tuple(RoundAgent(r, "gpt-5-mini") for r in ("Project Manager", "Programming Expert", "Test Analyst"))
-  spatial = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
-  config = RoundsConfig(agents, (spatial,), (np.zeros((3, 3), bool),), "gpt-5-mini")
+  answer, config = _coding_chain(
+      wrong, right, tuple(RoundAgent(r, "gpt-5-mini") for r in ("Project Manager", "Programming Expert", "Test Analyst")))
   client = FakeClient(answer)
   trace = asyncio.run(run_rounds(client, item, config, code_check=docstring_check(item)))
   # PM's failing code reaches the Programming Expert with its result; the Test Analyst reads passing code
@@ -384,13 +390,9 @@ def test_masrouter_inner_test_passes_code_that_passes_the_examples_on_without_a_
   wrong = "My plan:\n```python\ndef has_close_elements(numbers, threshold):\n    return True\n```\nDone."
   right = "Here it is:\n```python\n" + item.question + item.answer + "\n```\nThat passes."
 
-  def answer(model, messages, s):
-    system = messages[0]["content"]
-    return wrong if "Project Manager" in system else right if "Programming Expert" in system else "no code here"
-  agents = (RoundAgent("Project Manager", "gpt-5-mini"), RoundAgent("Programming Expert", "gpt-5-mini"),
-            RoundAgent("Test Analyst", "gpt-5-mini", reflect=True))
-  spatial = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
-  config = RoundsConfig(agents, (spatial,), (np.zeros((3, 3), bool),), "gpt-5-mini")
+  answer, config = _coding_chain(wrong, right, (
+      RoundAgent("Project Manager", "gpt-5-mini"), RoundAgent("Programming Expert", "gpt-5-mini"),
+      RoundAgent("Test Analyst", "gpt-5-mini", reflect=True)))
   client = FakeClient(answer)
   check = docstring_check(item, detect="contains")
   trace = asyncio.run(run_rounds(client, item, config, inner_test=InnerTest(check, NOTE_ROLES)))
