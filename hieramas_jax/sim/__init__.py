@@ -1,4 +1,4 @@
-"""The embedded simulated LLM pool (docs/simulator.md; principles in SIMULATOR.md).
+"""The embedded simulated LLM pool (docs/simulator.md, its "Principles").
 
   server.py               OpenAI-compatible aiohttp server: SimConfig, make_app, start_sim_in_thread,
                           start_sim_subprocess, CLI `python -m hieramas_jax.sim.server`

@@ -1,6 +1,6 @@
 """How the simulated pool reads a request: which item, which lettering, whether to reason, which candidates.
 
-Everything here works on the text of the messages only (principle 1 of SIMULATOR.md), and on no
+Everything here works on the text of the messages only (principle 1 of docs/simulator.md), and on no
 wording of the suite's own: the question is found wherever it sits, other agents' answers are
 read wherever they sit and under whatever header (or none), and whether the model reasons follows
 what the request asks for (candidates to weigh, or an ordinary request to reason), not its
@@ -186,7 +186,7 @@ ASKS_TO_REASON = re.compile("|".join((
 
 _ROLE = re.compile(r"\bYou are an? ([A-Z][A-Za-z\-]*(?: [A-Z][A-Za-z\-]*){0,4})\s*[.,:]")
 
-# Role name keywords -> the domain the role fits (SIMULATOR.md "role fit").
+# Role name keywords -> the domain the role fits (docs/simulator.md, "Role" and the parameter `fit`).
 ROLE_DOMAIN_KEYWORDS = (
     ("code", ("program", "algorithm", "bug", "test analyst", "project manager", "coder",
               "software", "engineer", "developer")),
