@@ -406,8 +406,13 @@ def parameter_table(profile: str = "fitted") -> dict[str, Any]:
             "source": "python -m hieramas_jax.sim.fit_theta: calibration targets (single section)"},
            {"name": "cot_gap, slip[model, benchmark]", "value": "data/sim/theta.json", "status": "fitted",
             "source": "fit_theta: the paper's Base and CoT rows (COT_LOGIT_GAP, SLIP_RATE)"},
-           {"name": "VISIBLE_TOKENS, BEHAVIOUR (verbosity, reasoning lengths, latency)", "value": "sim/params.py",
-            "status": "assumed", "source": "docs/simulator.md (typical lengths; not checked on methods under study)"}]
+           *({"name": f"response tokens[{model}, {domain}] (mean, reasoning + answer)", "value": tokens,
+              "status": "sourced", "source": f"{where} (docs/calibration-sources.md, Response lengths)"}
+             for (model, domain), (tokens, where) in P.PUBLISHED_RESPONSE_TOKENS.items()),
+           {"name": "VISIBLE_TOKENS, BEHAVIOUR (verbosity, reasoning lengths, latency): every other cell",
+            "value": "sim/params.py", "status": "assumed",
+            "source": "no published per-model length found (docs/calibration-sources.md, Response lengths); "
+                      "typical lengths, not checked on methods under study"}]
   return {"profile": profile, "rows": rows}
 
 
