@@ -390,7 +390,7 @@ FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
 # Text after the item that brings new task content ("now double it", "answer for n = 7 instead", a
 # second problem) means the gold answer of the vendored item is no longer the answer asked for, and
 # the sim cannot know the new one: it answers as on an unknown item (chance; docs/simulator.md,
-# "When the sim cannot know the gold answer"). What counts is content, never wording: a number or a
+# "Unknown questions; when the sim cannot know the gold answer"). What counts is content, never wording: a number or a
 # formula, or (outside code items) a program, in the user text that follows both the item and the
 # last answer statement of the prompt, that is not a label ("Agent 2:", "Round 3", "1." at a line's
 # start, "gpt-5") and does not already occur in the other agents' text. Format instructions ("put
@@ -435,8 +435,7 @@ def changes_task(user: str, item: Item) -> bool:
     return True
   if _FORMULA.search(unlabelled) and not _FORMULA.search(others):
     return True
-  return item.benchmark != "humaneval_plus" and bool(_DEF.search(tail) or "```" in tail)
-
+  return item.benchmark != "humaneval_plus" and bool(_DEF.search(tail))
 
 
 def without_question(text: str, item: Item) -> str:
