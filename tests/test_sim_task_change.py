@@ -105,6 +105,7 @@ def _run(name: str, bench: str, sim0: BehaviourModel, tmp_path: pathlib.Path) ->
   return len(client.calls), fired
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bench", BENCHMARKS)
 @pytest.mark.parametrize("name", PLAIN + tuple(FIT))
 def test_no_method_request_reads_as_a_changed_task(sim0, name, bench, tmp_path):
@@ -112,6 +113,7 @@ def test_no_method_request_reads_as_a_changed_task(sim0, name, bench, tmp_path):
   assert calls > 0 and not fired, fired[:1]
 
 
+@pytest.mark.slow
 def test_no_hieramas_request_reads_as_a_changed_task(sim0, tmp_path):
   calls, fired = _run("hieramas", "mmlu_redux", sim0, tmp_path)
   assert calls > 0 and not fired, fired[:1]
