@@ -397,7 +397,7 @@ FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
 # your final answer in \\boxed{}", "end with 'The answer is (X)'") carry no number and never fire.
 _NUMBER = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.]*\w)")
 _LABEL = re.compile(r"^[ \t#*\-]*(?:[A-Za-z]+[ \t]+){0,4}[A-Za-z]+[ \t]*#?\d+[ \t]*[:)\].]?[ \t*]*$"  # a header line
-                    r"|\b[A-Z][a-z]*[ \t]*#?\d+[ \t]*(?:[:)\]]|'s\b)"  # "Agent 2:", "Solution 3)"
+                    r"|\b[A-Z][a-z]+[ \t]*#?\d+\b"  # "Agent 2:", "Agent 3 as a ...", "Solution 3)"
                     r"|^[ \t#*\-]*\(?\d+[.):]", re.M)  # list numbering
 _FORMULA = re.compile(r"\$[^$\n]+\$|\\\(|\\frac|\\sqrt|\\cdot|\b[a-z]\s*=\s*-?[\w\\]|[\w)]\s*[\^*/+]\s*[\w(]")
 _ANSWER_END = re.compile(r"\\boxed\{|```|" + _MMLU_STATEMENT.pattern, re.I)
