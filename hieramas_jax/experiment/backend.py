@@ -10,6 +10,7 @@ endpoints) with the run's spending cap, and tears all of it down on exit.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import dataclasses
@@ -18,7 +19,7 @@ import hashlib
 import os
 import pathlib
 import urllib.parse
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient, PoolClient, SpendCap
@@ -81,19 +82,39 @@ def pool_models(pools: Iterable[str]) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def sim_fingerprint() -> str:
-  """sha256 over the simulator's code and data files (hieramas_jax/sim, hieramas_jax/data/sim).
+def _behaviour_bytes(path: pathlib.Path) -> bytes:
+  """What of a sim file decides its behaviour: a .py file's syntax tree with docstrings removed
+  (comments and layout never reach the tree; line numbers are left out of the dump), any other
+  file's bytes."""
+  if path.suffix != ".py":
+    return path.read_bytes()
+  tree = ast.parse(path.read_text())
+  for node in ast.walk(tree):
+    body = getattr(node, "body", None)
+    if isinstance(body, list):
+      node.body = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                           and isinstance(s.value.value, str))]
+  return ast.dump(tree, include_attributes=False).encode()
+
+
+def sim_fingerprint(roots: Sequence[pathlib.Path] | None = None) -> str:
+  """sha256 over the simulator's behaviour: its code and data files (hieramas_jax/sim, hieramas_jax/data/sim).
 
   A change to the sim (a parameter, a refit theta, new mutants) changes its answers; the fingerprint
   goes into the sim endpoint's name and so into every response-cache key and run directory name, so
-  answers of an older sim are never replayed into a newer run.
+  answers of an older sim are never replayed into a newer run. Code is hashed as its syntax tree
+  without docstrings, so an edit to a docstring, a comment or the layout keeps every cached answer.
+
+  Args:
+    roots: folders to hash (tests pass a temporary copy); default the sim's code and data.
   """
+  roots = (PACKAGE_DIR / "sim", DATA_DIR / "sim") if roots is None else tuple(roots)
   digest = hashlib.sha256()
-  for root in (PACKAGE_DIR / "sim", DATA_DIR / "sim"):
+  for i, root in enumerate(roots):
     for path in sorted(root.rglob("*")):
       if path.is_file() and path.suffix in (".py", ".json", ".gz"):
-        digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
-        digest.update(path.read_bytes())
+        digest.update(f"{i}:{path.relative_to(root)}".encode())
+        digest.update(_behaviour_bytes(path))
   return digest.hexdigest()
 
 

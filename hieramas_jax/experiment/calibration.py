@@ -116,6 +116,7 @@ class Measurer:
     return {"key": key, "benchmark": benchmark, "setting": setting, "accuracy": round(s["accuracy"], 2),
             "stderr": round(100.0 * math.sqrt(max(p * (1 - p), 1e-12) / s["n"]), 2), "n": s["n"],
             "cost_per_query": s["cost_usd"] / s["n"], "calls_per_query": s["n_calls"] / s["n"],
+            "truncated_share": round(s["truncated_calls"] / max(s["n_calls"], 1), 4),
             "n_items": len(items), "sim_seeds": list(self.seeds(benchmark))}
 
 
@@ -142,7 +143,7 @@ async def measure_single(m: Measurer, models: Sequence[str], benchmarks: Sequenc
       cells.append({"model": model, "benchmark": b, "target": target, "measured": c["accuracy"],
                     "diff": round(c["accuracy"] - target, 2), "stderr": c["stderr"], "n": c["n"],
                     "off": not _within(c["accuracy"], target, tolerance), "source": tgt.source, "note": tgt.note,
-                    "cost_per_query": c["cost_per_query"]})
+                    "cost_per_query": c["cost_per_query"], "truncated_share": c.get("truncated_share", 0.0)})
   return {"pipeline": "Base prompt, single call, temperature 0.2 (GPT-5: the API default 1), max_tokens 2048, "
                       "real graders", "cells": cells, "n_off": sum(c["off"] for c in cells),
           "max_abs_diff": max((abs(c["diff"]) for c in cells), default=0.0)}
@@ -406,8 +407,13 @@ def parameter_table(profile: str = "fitted") -> dict[str, Any]:
             "source": "python -m hieramas_jax.sim.fit_theta: calibration targets (single section)"},
            {"name": "cot_gap, slip[model, benchmark]", "value": "data/sim/theta.json", "status": "fitted",
             "source": "fit_theta: the paper's Base and CoT rows (COT_LOGIT_GAP, SLIP_RATE)"},
-           {"name": "VISIBLE_TOKENS, BEHAVIOUR (verbosity, reasoning lengths, latency)", "value": "sim/params.py",
-            "status": "assumed", "source": "docs/simulator.md (typical lengths; not checked on methods under study)"}]
+           *({"name": f"response tokens[{model}, {domain}] (mean, reasoning + answer)", "value": tokens,
+              "status": "sourced", "source": f"{where} (docs/calibration-sources.md, Response lengths)"}
+             for (model, domain), (tokens, where) in P.PUBLISHED_RESPONSE_TOKENS.items()),
+           {"name": "VISIBLE_TOKENS, BEHAVIOUR (verbosity, reasoning lengths, latency): every other cell",
+            "value": "sim/params.py", "status": "assumed",
+            "source": "no published per-model length found (docs/calibration-sources.md, Response lengths); "
+                      "typical lengths, not checked on methods under study"}]
   return {"profile": profile, "rows": rows}
 
 
@@ -492,7 +498,8 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
   if cost:
     lines += ["## Cost scale against the paper (test splits, gpt-5-mini everywhere)", "",
               "Reported only: both rows are structures of methods under study (a HieraMAS ablation, Full-Graph), "
-              "so no parameter is set or checked from them; token lengths are estimates (docs/simulator.md).", "",
+              "so no parameter is set or checked from them; token lengths are assumptions except the sourced "
+              "ones listed under Parameters (docs/simulator.md, docs/calibration-sources.md).", "",
               "| Row | Benchmark | Structure | Sim $ | Paper $ | Ratio | within ±30% |",
               "|---|---|---|---|---|---|---|"]
     for r in cost["rows"]:
@@ -526,6 +533,13 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
                    f"{'**OFF**' if c['off'] else 'ok'} |")
     lines += ["", "Notes per cell:", ""]
     lines += [f"- {c['model']} / {c['benchmark']}: {c['note']}" for c in single["cells"]]
+    cut = [c for c in single["cells"] if c.get("truncated_share", 0.0) > 0.05]
+    if cut:
+      lines += ["", "Cut by max_tokens 2048 (the suite's and the reference code's cap): a reasoning model cut "
+                "while reasoning returns an empty answer, so these cells miss their target by what the cap "
+                "costs, not by a fit error (docs/simulator.md, \"Truncation at the suite's cap\"):", ""]
+      lines += [f"- {c['model']} / {c['benchmark']}: {100 * c['truncated_share']:.1f}% of calls cut; "
+                f"measured {c['measured']:.2f}% against {c['target']:.2f}%" for c in cut]
     lines.append("")
   lines += aggregation_fit_markdown(record.get("aggregation_fit"))
   lines += parameters_markdown(record.get("parameters"))

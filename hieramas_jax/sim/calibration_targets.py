@@ -2,7 +2,7 @@
 
 Every cell is a *Base prompt* accuracy (the question and its answer format, no role, no
 "Let's think step by step", no other agents): the quantity `fit_theta` fits the competences to
-and `results/calibration.json` measures. Sources are in /work/shared/CALIBRATION.md.
+and `results/calibration.json` measures. Sources are in docs/calibration-sources.md.
 
 How a cell is filled, in order of preference:
 1. `paper_base`: the HieraMAS paper's Table 1 Base row (gpt-5-mini, qwen3-80b only).

@@ -150,6 +150,11 @@ class BehaviourModel:
     self.mutants, self.variants = _load_programs()
     self.difficulty: dict[tuple[str, str], float] = {
         (it.benchmark, it.id): item_difficulty(it) for b in BENCHMARKS for it in load_items(b)}
+    # Makes a reasoning-length `mean` the mean over a benchmark's items (params: "Hidden reasoning").
+    self._length_norm = {
+        DOMAIN[b]: float(np.mean([math.exp(P.REASONING_DIFFICULTY_SLOPE * self.difficulty[(b, it.id)])
+                                  for it in load_items(b)])) * math.exp(P.REASONING_SIGMA ** 2 / 2)
+        for b in BENCHMARKS}
     self._strata = {(m, b): _stratified_normals(self.seed, m, b, self.difficulty)
                     for m in MODELS for b in BENCHMARKS}
     for it in load_items("humaneval_plus"):
@@ -350,7 +355,8 @@ class BehaviourModel:
     mean = P.BEHAVIOUR[model].reasoning_mean(domain, high)
     if mean <= 0:
       return 0
-    return int(round(mean * math.exp(P.REASONING_DIFFICULTY_SLOPE * b + P.REASONING_SIGMA * z)))
+    norm = self._length_norm.get(domain, math.exp(P.REASONING_SIGMA ** 2 / 2))
+    return int(round(mean / norm * math.exp(P.REASONING_DIFFICULTY_SLOPE * b + P.REASONING_SIGMA * z)))
 
 
 def _signature_line(prompt: str, entry: str) -> str:

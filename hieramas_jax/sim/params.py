@@ -185,10 +185,26 @@ VISIBLE_TOKENS = {
 }
 # Hidden reasoning of reasoning models: "low" effort when nothing asks it to reason, "high" when
 # the prompt does (or asks to evaluate). A reasoning model always reasons and is billed for it; how
-# long follows the prompt, and so does its competence (the cue term). Length = mean *
-# exp(REASONING_DIFFICULTY_SLOPE * b) * lognormal(0, REASONING_SIGMA).            [estimated, see docs]
-REASONING_DIFFICULTY_SLOPE = 0.2
-REASONING_SIGMA = 0.25
+# long follows the prompt, and so does its competence (the cue term). Length on an item of difficulty
+# b = mean * exp(REASONING_DIFFICULTY_SLOPE * b) * lognormal(0, REASONING_SIGMA) / norm, where norm
+# (E over the benchmark's items of exp(slope * b), times exp(sigma^2 / 2)) makes `mean` the mean over
+# the benchmark's items: the quantity published figures report.
+REASONING_DIFFICULTY_SLOPE = 0.2   # [assumed]
+REASONING_SIGMA = 0.25             # [assumed: spread of one item's lengths across samples]
+
+# Published per-model response lengths (tokens per response, mean over a benchmark), each with its
+# locator (docs/calibration-sources.md, "Response lengths"). A figure sets the mean *total* completion
+# (hidden reasoning + visible answer) of its (model, domain) cell; every other cell of BEHAVIOUR and
+# VISIBLE_TOKENS is an assumption, listed as such in results/calibration.json.
+#   R1-14B MATH: DeepSeek-R1-Distill-Qwen-14B on the 5,000-item MATH test set, 2944.8 tokens per
+#   response (86.86% accuracy); by subject 1708.6 (prealgebra) to 3958.0 (intermediate algebra)
+#   [LEN-R1D: public GitHub evaluation summary "DeepSeek-R1-Distill-Qwen Models - Math Evaluation
+#   Results", overall table, row deepseek-ai/DeepSeek-R1-Distill-Qwen-14B]. Only the mean is used;
+#   the spread (REASONING_SIGMA, the difficulty slope) stays assumed.
+PUBLISHED_RESPONSE_TOKENS = {
+    ("deepseek-r1-14b", "math"): (2944.8, "LEN-R1D: MATH test (5,000 items), mean tokens per response"),
+}
+R1_MATH_RESPONSE_TOKENS = PUBLISHED_RESPONSE_TOKENS[("deepseek-r1-14b", "math")][0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,9 +244,14 @@ BEHAVIOUR: Mapping[str, ModelBehaviour] = {
     "qwen3-80b": ModelBehaviour(1.3, _NONE, _NONE, 0.5, 1 / 120),
     "qwen3-8b": ModelBehaviour(1.2, _NONE, _NONE, 0.3, 1 / 150),
     "deepseek-v3": ModelBehaviour(1.1, _NONE, _NONE, 0.9, 1 / 40),
-    # A thinking distillation: it thinks at length whatever the prompt says.
-    "deepseek-r1-14b": ModelBehaviour(1.0, {"knowledge": 350, "math": 750, "code": 600, "generic": 200},
-                                      {"knowledge": 400, "math": 850, "code": 650, "generic": 200}, 0.5, 1 / 70),
+    # A thinking distillation: it thinks at length whatever the prompt says. MATH: the published
+    # mean response (PUBLISHED_RESPONSE_TOKENS) less the visible answer of each prompt kind, so a
+    # Base and a CoT prompt get the same total; other domains [assumed].
+    "deepseek-r1-14b": ModelBehaviour(
+        1.0, {"knowledge": 350, "math": R1_MATH_RESPONSE_TOKENS - VISIBLE_TOKENS["math"]["answer"],
+              "code": 600, "generic": 200},
+        {"knowledge": 400, "math": R1_MATH_RESPONSE_TOKENS - VISIBLE_TOKENS["math"]["reasoning"],
+         "code": 650, "generic": 200}, 0.5, 1 / 70),
     "llama-8b": ModelBehaviour(0.9, _NONE, _NONE, 0.3, 1 / 160),
     "gemma-3-27b": ModelBehaviour(1.1, _NONE, _NONE, 0.5, 1 / 60),
 }

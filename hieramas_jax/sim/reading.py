@@ -1,6 +1,6 @@
 """How the simulated pool reads a request: which item, which lettering, whether to reason, which candidates.
 
-Everything here works on the text of the messages only (principle 1 of SIMULATOR.md), and on no
+Everything here works on the text of the messages only (principle 1 of docs/simulator.md), and on no
 wording of the suite's own: the question is found wherever it sits, other agents' answers are
 read wherever they sit and under whatever header (or none), and whether the model reasons follows
 what the request asks for (candidates to weigh, or an ordinary request to reason), not its
@@ -186,7 +186,7 @@ ASKS_TO_REASON = re.compile("|".join((
 
 _ROLE = re.compile(r"\bYou are an? ([A-Z][A-Za-z\-]*(?: [A-Z][A-Za-z\-]*){0,4})\s*[.,:]")
 
-# Role name keywords -> the domain the role fits (SIMULATOR.md "role fit").
+# Role name keywords -> the domain the role fits (docs/simulator.md, "Role" and the parameter `fit`).
 ROLE_DOMAIN_KEYWORDS = (
     ("code", ("program", "algorithm", "bug", "test analyst", "project manager", "coder",
               "software", "engineer", "developer")),
@@ -355,6 +355,8 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
   user = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
   dialogue = "\n\n".join(m["content"] for m in messages if m["role"] in ("user", "assistant", "tool"))
   recognised = index.recognise(user) if user else None
+  if recognised is not None and changes_task(user, recognised.item):
+    recognised = None  # the task asked is not the vendored item's: its gold is unknown
   role_match = _ROLE.search(system)
   role = role_match.group(1) if role_match else None
   if recognised is None:
@@ -381,6 +383,59 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
 
 
 FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
+
+
+# ---- a task changed after the item ----------------------------------------------------------------
+#
+# Text after the item that brings new task content ("now double it", "answer for n = 7 instead", a
+# second problem) means the gold answer of the vendored item is no longer the answer asked for, and
+# the sim cannot know the new one: it answers as on an unknown item (chance; docs/simulator.md,
+# "Unknown questions; when the sim cannot know the gold answer"). What counts is content, never wording: a number or a
+# formula, or (outside code items) a program, in the user text that follows both the item and the
+# last answer statement of the prompt, that is not a label ("Agent 2:", "Round 3", "1." at a line's
+# start, "gpt-5") and does not already occur in the other agents' text. Format instructions ("put
+# your final answer in \\boxed{}", "end with 'The answer is (X)'") carry no number and never fire.
+_NUMBER = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.]*\w)")
+_LABEL = re.compile(r"^[ \t#*\-]*(?:[A-Za-z]+[ \t]+){0,4}[A-Za-z]+[ \t]*#?\d+[ \t]*[:)\].]?[ \t*]*$"  # a header line
+                    r"|\b[A-Z][a-z]+[ \t]*#?\d+\b"  # "Agent 2:", "Agent 3 as a ...", "Solution 3)"
+                    r"|^[ \t#*\-]*\(?\d+[.):]", re.M)  # list numbering
+_FORMULA = re.compile(r"\$[^$\n]+\$|\\\(|\\frac|\\sqrt|\\cdot|\b[a-z]\s*=\s*-?[\w\\]|[\w)]\s*[\^*/+]\s*[\w(]")
+_ANSWER_END = re.compile(r"\\boxed\{|```|" + _MMLU_STATEMENT.pattern, re.I)
+
+
+def _after_item(user: str, item: Item) -> tuple[str, str] | None:
+  """(text between the item and the prompt's last answer statement, text after both), or None when
+  the item's text cannot be located verbatim or normalised."""
+  needle = item.meta["stem"] if item.benchmark == "mmlu_redux" else item.question
+  text = user
+  at = text.rfind(needle)
+  if at < 0:
+    text, needle = normalise(user), normalise(needle)
+    at = text.rfind(needle)
+    if at < 0:
+      return None
+  rest = text[at + len(needle):]
+  cut = 0
+  for m in _ANSWER_END.finditer(rest):
+    end = rest.find("\n", m.end())
+    cut = len(rest) if end < 0 else end
+  return rest[:cut], rest[cut:]
+
+
+def changes_task(user: str, item: Item) -> bool:
+  """Whether user text after the item brings new task content (see the comment above)."""
+  parts = _after_item(user, item)
+  if parts is None:
+    return False
+  others, tail = parts
+  tail = _OPTION_LINE.sub(" ", tail)
+  unlabelled = _LABEL.sub(" ", tail)
+  seen = set(_NUMBER.findall(others))
+  if any(n not in seen for n in _NUMBER.findall(unlabelled)):
+    return True
+  if _FORMULA.search(unlabelled) and not _FORMULA.search(others):
+    return True
+  return item.benchmark != "humaneval_plus" and bool(_DEF.search(tail))
 
 
 def without_question(text: str, item: Item) -> str:

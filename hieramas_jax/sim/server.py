@@ -1,6 +1,6 @@
 """The simulated LLM pool as an OpenAI-compatible HTTP server (aiohttp, loopback).
 
-It sees only the HTTP request (SIMULATOR.md principle 1): `POST /v1/chat/completions` and
+It sees only the HTTP request (docs/simulator.md, principle 1): `POST /v1/chat/completions` and
 `GET /v1/models` with the OpenAI schemas and error bodies. The answer comes from the behaviour
 model (`model.BehaviourModel`); cost is never returned (the client prices usage itself).
 
