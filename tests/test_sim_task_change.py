@@ -60,6 +60,19 @@ def test_a_task_changing_appendix_makes_the_item_unknown_and_the_format_stays(si
       assert view.recognised is not None and view.item.id == item.id, (item.id, appended)
 
 
+def test_a_test_report_on_the_items_own_function_is_not_a_new_task(sim0):
+  """A tool's feedback after a candidate ("string_xor('010', '110') should be '100', got '1 0 0'": MASRouter's
+  and GDesigner's HumanEval tools) calls the item's own function: the same task, whatever numbers it shows.
+  New numbers in any other line still change it."""
+  item = next(it for it in load_items("humaneval_plus") if it.meta["entry_point"] == "string_xor")
+  candidate = "```python\ndef string_xor(a, b):\n    return ' '.join(a)\n```"
+  report = "The code is not solved.\nstring_xor('010', '110') should be '100', got '1 0 0'"
+  base = _messages(item, f"Agent 1's code:\n{candidate}\n\n{report}")
+  assert reading.read_request(base, sim0.index).recognised is not None
+  changed = _messages(item, f"Agent 1's code:\n{candidate}\n\n{report}\n\nNow make it return 7 for empty strings.")
+  assert reading.read_request(changed, sim0.index).recognised is None
+
+
 def test_a_changed_task_is_answered_at_chance_not_with_the_gold(sim0):
   """MMLU-Redux: with the gold unknown, the 'consensus' answer is a hash of the prompt: about 1 in 4."""
   items = load_items("mmlu_redux")[:200]

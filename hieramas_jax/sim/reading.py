@@ -393,7 +393,8 @@ FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
 # "Unknown questions; when the sim cannot know the gold answer"). What counts is content, never wording: a number or a
 # formula, or (outside code items) a program, in the user text that follows both the item and the
 # last answer statement of the prompt, that is not a label ("Agent 2:", "Round 3", "1." at a line's
-# start, "gpt-5") and does not already occur in the other agents' text. Format instructions ("put
+# start, "gpt-5") and does not already occur in the other agents' text; on a code item a line calling the
+# item's own function is a test report on the same task, not new content. Format instructions ("put
 # your final answer in \\boxed{}", "end with 'The answer is (X)'") carry no number and never fire.
 _NUMBER = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.]*\w)")
 _LABEL = re.compile(r"^[ \t#*\-]*(?:[A-Za-z]+[ \t]+){0,4}[A-Za-z]+[ \t]*#?\d+[ \t]*[:)\].]?[ \t*]*$"  # a header line
@@ -429,6 +430,11 @@ def changes_task(user: str, item: Item) -> bool:
     return False
   others, tail = parts
   tail = _OPTION_LINE.sub(" ", tail)
+  if item.benchmark == "humaneval_plus":
+    # A line that calls the item's own function reports a test of the same task ("f('010') should be
+    # '100', got '1 0 0'": a tool's feedback on a candidate), whatever numbers it shows.
+    call = re.compile(rf"^.*\b{re.escape(item.meta['entry_point'])}\s*\(.*$", re.M)
+    tail = call.sub(" ", tail)
   unlabelled = _LABEL.sub(" ", tail)
   seen = set(_NUMBER.findall(others))
   if any(n not in seen for n in _NUMBER.findall(unlabelled)):
