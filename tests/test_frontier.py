@@ -83,3 +83,11 @@ def test_frontier_file_points_are_the_trained_runs_results(tmp_path):
   md = (tmp_path / "hieramas_frontier.md").read_text()
   assert "## MMLU-Redux GPT-5-Mini" in md
   assert md.splitlines()[0] == "# HieraMAS cost-accuracy frontier - simulated pool (profile fitted)"
+
+
+def test_a_frontier_of_one_recipe_is_not_captioned_as_both():
+  """`--recipes=published` writes a frontier of one recipe: its record and the report's caption say which."""
+  from hieramas_jax.report.frontier import recipes_phrase
+  assert recipes_phrase(["published"]) == "the published recipe only"
+  assert recipes_phrase(["total_cost"]) == "the total-cost recipe only"
+  assert recipes_phrase(["published", "total_cost"]) == "both rewards"

@@ -97,10 +97,19 @@ def frontier_record(frontier_cells: Mapping[str, Mapping[str, Any]], table1_cell
     s["position"] = frontier_position(s["hieramas"], s["baselines"])
     s["position_by_recipe"] = {r: frontier_position([p for p in s["hieramas"] if p["recipe"] == r], s["baselines"])
                                for r in sorted({p["recipe"] for p in s["hieramas"]})}
-  return {"what": "HieraMAS trained over cost weights k under both rewards against every Table 1 method: accuracy % "
-                  "(95% bootstrap interval over test queries) and mean USD per test query; Pareto fronts and where "
-                  "HieraMAS's frontier lies (report/frontier.py)",
-          "settings": dict(sorted(settings.items())), "provenance": dict(prov)}
+  recipes = sorted({p["recipe"] for s in settings.values() for p in s["hieramas"]})
+  return {"what": f"HieraMAS trained over cost weights k ({recipes_phrase(recipes)}) against every Table 1 method: "
+                  "accuracy % (95% bootstrap interval over test queries) and mean USD per test query; Pareto fronts "
+                  "and where HieraMAS's frontier lies (report/frontier.py)",
+          "recipes": recipes, "settings": dict(sorted(settings.items())), "provenance": dict(prov)}
+
+
+def recipes_phrase(recipes: Sequence[str]) -> str:
+  """"both rewards" when the record holds both recipes, else the one it holds ("the published recipe only"):
+  a frontier run with --recipes must not be captioned as both."""
+  if len(recipes) > 1:
+    return "both rewards"
+  return f"the {recipes[0].replace('_', '-')} recipe only" if recipes else "no recipe"
 
 
 def _pt(p: Mapping[str, Any]) -> str:

@@ -569,7 +569,7 @@ def sweeps_section(page: Page, results: pathlib.Path) -> str:
 
 
 def frontier_section(page: Page, results: pathlib.Path) -> str:
-  from hieramas_jax.report.frontier import frontier_figure  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.report.frontier import frontier_figure, recipes_phrase  # pylint: disable=import-outside-toplevel
   record = _load(results / "hieramas_frontier.json")
   if not record or "settings" not in record:
     return missing("results/hieramas_frontier.json is missing: run `make frontier` (after `make reproduce-table1`).")
@@ -579,7 +579,10 @@ def frontier_section(page: Page, results: pathlib.Path) -> str:
   fig = frontier_figure(record)
   fig.suptitle(_title("HieraMAS cost-accuracy frontier", _is_sim(record)))
   return (f"<p>Where HieraMAS's frontier lies against the other methods' Pareto front: {html.escape(positions)}.</p>"
-          + page.figure(fig, "hieramas_frontier", "HieraMAS trained over cost weights k (both rewards, joined by k) "
+          + page.figure(fig, "hieramas_frontier", "HieraMAS trained over cost weights k ("
+                        + html.escape(recipes_phrase(record.get("recipes") or sorted(
+                            {p["recipe"] for s in record["settings"].values() for p in s["hieramas"]})))
+                        + ", joined by k) "
                         "against every Table 1 method (grey; dashed: their Pareto front); accuracy with its 95% "
                         "bootstrap interval, mean USD per test query (log)."))
 
