@@ -330,3 +330,15 @@ def test_a_process_names_the_commit_it_started_at_even_when_the_checkout_moves_o
   assert provenance_lib.git_commit()["commit"] != first
   assert provenance_lib.process_commit()["commit"] == first
   assert provenance_lib.provenance(seed=0)["git"]["commit"] == first
+
+
+def test_a_results_command_carries_no_machines_absolute_paths():
+  """Result files are committed and read elsewhere: a path in the command is relative to the checkout, or
+  names only its last part when it lies outside (the bench's --work_dir=/tmp/... of an earlier stop)."""
+  from hieramas_jax.experiment.provenance import command_line
+  from hieramas_jax.paths import REPO_DIR
+  line = command_line([str(REPO_DIR / "experiments" / "bench_table1.py"), "--work_dir=/work/bench-work",
+                       f"--out={REPO_DIR}/results/bench.json", "--limit=3", "/tmp/other"])
+  assert line == ("python experiments/bench_table1.py '--work_dir=<outside the repo>/bench-work' "
+                  "--out=results/bench.json --limit=3 '<outside the repo>/other'")
+  assert str(REPO_DIR) not in line and "/work/" not in line and "/tmp/" not in line

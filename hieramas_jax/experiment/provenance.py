@@ -110,14 +110,25 @@ def repo_relative(value: Any) -> Any:
 
 
 def command_line(argv: Iterable[str] | None = None) -> str:
+  """This process's command, without any machine's absolute paths: a path inside the checkout becomes
+  relative to it, one outside becomes `<outside the repo>/<its name>` (a result file is committed and read
+  on other machines; `--work_dir=/tmp/x` says nothing there)."""
   argv = list(sys.argv if argv is None else argv)
   if argv and argv[0].endswith(".py"):
-    try:
-      argv[0] = str(pathlib.Path(argv[0]).resolve().relative_to(REPO_DIR))
-    except ValueError:
-      pass
     argv = ["python"] + argv
-  return shlex.join(argv)
+  return shlex.join([argv[0]] + [_portable(a) for a in argv[1:]])
+
+
+def _portable(arg: str) -> str:
+  flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+  if not (eq or not flag) or not value.startswith("/"):
+    return arg
+  path = pathlib.Path(value)
+  try:
+    shown = str(path.resolve().relative_to(REPO_DIR.resolve()))
+  except ValueError:
+    shown = f"<outside the repo>/{path.name}"
+  return f"{flag}{eq}{shown}"
 
 
 def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mapping[str, Any] | None = None,
