@@ -81,7 +81,6 @@ def pool_models(pools: Iterable[str]) -> tuple[str, ...]:
   return tuple(sorted({m for p in pools for m in POOLS[p].models}))
 
 
-@functools.lru_cache(maxsize=1)
 def _behaviour_bytes(path: pathlib.Path) -> bytes:
   """What of a sim file decides its behaviour: a .py file's syntax tree with docstrings removed
   (comments and layout never reach the tree; line numbers are left out of the dump), any other
@@ -118,11 +117,18 @@ def sim_fingerprint(roots: Sequence[pathlib.Path] | None = None) -> str:
   return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_sim_fingerprint() -> str:
+  """The installed sim's fingerprint, once per process: parsing every sim file is not free, and every
+  backend and run directory name asks for it."""
+  return sim_fingerprint()
+
+
 def sim_endpoint_name(seed: int, profile: str = "fitted") -> str:
   """The embedded sim's endpoint name, `sim:seed<s>:<profile>:<fingerprint[:12]>`: part of every cache
   key and of the provenance, so neither another seed, another aggregation profile nor another version
   of the sim ever replays this one's answers."""
-  return f"sim:seed{seed}:{profile}:{sim_fingerprint()[:12]}"
+  return f"sim:seed{seed}:{profile}:{_installed_sim_fingerprint()[:12]}"
 
 
 async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float = 10.0) -> None:
