@@ -51,6 +51,7 @@ import pathlib
 import queue
 import sqlite3
 import threading
+import time
 import weakref
 from typing import Any, Iterator, NamedTuple
 
@@ -63,6 +64,25 @@ READ_CACHE_KIB = 16 * 1024
 _IMPORT_BATCH = 10_000
 _COMMIT_BATCH = 1_000  # most rows per group commit
 _STOP = object()
+
+def _enter_wal(conn: sqlite3.Connection) -> str:
+  """`PRAGMA journal_mode=WAL`, retried while another process holds the lock; returns the mode.
+
+  Why a loop: switching a new file into WAL needs an exclusive lock, and sqlite answers SQLITE_BUSY
+  there at once, without calling the busy handler (measured: 1 of 360 opens failed when six processes
+  opened one fresh store together). Every later statement waits in the busy handler as usual.
+  """
+  deadline = time.monotonic() + BUSY_TIMEOUT_S
+  delay = 0.001
+  while True:
+    try:
+      return conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    except sqlite3.OperationalError as e:
+      if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+        raise
+      time.sleep(delay)
+      delay = min(delay * 2, 0.05)
+
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
@@ -196,7 +216,7 @@ class ResponseCache:
       conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                              check_same_thread=False)
       self._conn = conn
-      mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+      mode = _enter_wal(conn)
       if mode.lower() != "wal":
         raise CacheCorruptError(f"{self.path}: sqlite refused WAL mode (got {mode!r}); "
                                 "is the directory on a filesystem without shared memory (NFS)?")
