@@ -235,7 +235,7 @@ def test_aflow_operators_only_where_the_benchmark_supports_them():
 
 
 def test_aflow_test_operator_runs_public_examples_in_the_sandbox():
-  from hieramas_jax.benchmarks.sandbox import assemble_program
+  from hieramas_jax.benchmarks.humaneval import assemble_program
   from hieramas_jax.methods.aflow import execute
   item = items_by_id("humaneval_plus")["HumanEval/0"]
   examples = execute.public_examples(item)
@@ -445,7 +445,7 @@ def test_masrouter_mode_instructions_are_the_public_codes_word_for_word():
 
 def test_docstring_example_results_are_cached_and_a_tampered_entry_is_rerun(tmp_path, monkeypatch):
   from hieramas_jax.benchmarks import sandbox
-  from hieramas_jax.benchmarks.sandbox import assemble_program
+  from hieramas_jax.benchmarks.humaneval import assemble_program
   from hieramas_jax.methods.aflow import execute
   monkeypatch.setattr(execute, "cache_dir", lambda: tmp_path)
   item = items_by_id("humaneval_plus")["HumanEval/0"]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hieramas_jax.benchmarks import cgroups, sandbox
+from hieramas_jax.benchmarks import cgroups, humaneval, sandbox
 from hieramas_jax.benchmarks.data import items_by_id
 
 # Never a quiet skip: in CI (CI=true) a cgroup that cannot be had fails; elsewhere the cause is shown (-rs).
@@ -96,7 +96,7 @@ def test_a_grading_runs_in_its_own_group_and_removes_it(task0):
         await asyncio.sleep(0.005)
     w = asyncio.ensure_future(watch())
     try:
-      return await sandbox.run_candidate(task0, FUNC + GOOD_BODY, use_cache=False)
+      return await humaneval.run_candidate(task0, FUNC + GOOD_BODY, use_cache=False)
     finally:
       w.cancel()
 
@@ -111,7 +111,7 @@ def test_many_threads_are_bounded_by_the_group(task0):
   limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, pids_max=16)
   code = ("import threading, time\n_ts = [threading.Thread(target=time.sleep, args=(5,), daemon=True)"
           " for _ in range(40)]\nfor _t in _ts:\n    _t.start()\n" + FUNC + GOOD_BODY)
-  grade = asyncio.run(sandbox.run_candidate(task0, code, limits, use_cache=False))
+  grade = asyncio.run(humaneval.run_candidate(task0, code, limits, use_cache=False))
   assert not grade.correct and "thread" in grade.detail, grade.detail
   assert _ours() == []
 
@@ -122,10 +122,10 @@ def test_a_killed_grader_leaves_no_process_and_its_group_is_swept(tmp_path):
   script = tmp_path / "grader.py"
   script.write_text(textwrap.dedent("""\
       import asyncio
-      from hieramas_jax.benchmarks import sandbox
+      from hieramas_jax.benchmarks import humaneval
       from hieramas_jax.benchmarks.data import items_by_id
       code = "def has_close_elements(numbers, threshold):\\n    while True:\\n        pass\\n"
-      asyncio.run(sandbox.run_candidate(items_by_id("humaneval_plus")["HumanEval/0"], code, use_cache=False))
+      asyncio.run(humaneval.run_candidate(items_by_id("humaneval_plus")["HumanEval/0"], code, use_cache=False))
       """))
   grader = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ))
   parents = cgroups.support().parents

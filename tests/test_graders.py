@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from hieramas_jax.benchmarks import data, graders
+from hieramas_jax.benchmarks import data, extract, graders
 from hieramas_jax.benchmarks.data import LETTERS, DataError, Item, load_items
-from hieramas_jax.benchmarks.graders import (extract_code, extract_math_answer,
-                                             extract_mmlu_letter, grade)
+from hieramas_jax.benchmarks.extract import extract_code, extract_math_answer, extract_mmlu_letter
+from hieramas_jax.benchmarks.graders import grade
 
 # ------------------------------------------------------------------------------ MMLU
 
@@ -411,7 +411,7 @@ def test_math_extraction_on_real_prose(text, answer):
 
 
 def test_every_math_gold_answer_passes_the_prose_filter():
-  failed = [it.answer for it in load_items("math") if not graders._looks_mathematical(it.answer)]
+  failed = [it.answer for it in load_items("math") if not extract._looks_mathematical(it.answer)]
   assert not failed, failed
 
 
@@ -428,7 +428,7 @@ def test_code_drafted_while_thinking_is_not_the_answer():
   draft = "<think>\n```python\ndef f(x):\n    return 0\n```\n</think>\n"
   assert extract_code(draft + "```python\ndef f(x):\n    return x\n```", "f") == "def f(x):\n    return x\n"
   assert extract_code("<think>\n```python\ndef f(x):\n    return 0\n```\nhmm", "f") is None
-  assert graders.strip_reasoning("a<think>b</think>c") == "ac"
+  assert extract.strip_reasoning("a<think>b</think>c") == "ac"
 
 
 def test_graders_agree_with_a_hand_graded_set_of_real_model_outputs():

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from hieramas_jax.benchmarks import cgroups, graders, sandbox
+from hieramas_jax.benchmarks import cgroups, graders, humaneval, sandbox
 from hieramas_jax.benchmarks.data import BENCHMARK_DATA_DIR, items_by_id, load_items
 from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
@@ -39,7 +39,7 @@ def task0():
 
 
 def _run(item, code, limits=FAST, iso=None):
-  return asyncio.run(sandbox.run_candidate(item, code, limits, use_cache=False, iso=iso or _iso("bwrap")))
+  return asyncio.run(humaneval.run_candidate(item, code, limits, use_cache=False, iso=iso or _iso("bwrap")))
 
 
 def _bwrap_or_why() -> str | None:
@@ -84,7 +84,7 @@ def test_all_canonical_solutions_pass_base_and_plus():
   items = load_items("humaneval_plus")
 
   async def grade_all():
-    return await asyncio.gather(*(sandbox.run_candidate(it, it.answer, use_cache=False)
+    return await asyncio.gather(*(humaneval.run_candidate(it, it.answer, use_cache=False)
                                   for it in items))
 
   start = time.monotonic()
@@ -323,15 +323,15 @@ def test_fallback_workdir_is_cleaned_up(task0):
 
 def test_grades_are_cached_by_code(task0):
   code = FUNC + GOOD_BODY + "# cache probe\n"
-  path = sandbox._grade_cache_path(task0, code)
+  path = humaneval._grade_cache_path(task0, code)
   path.unlink(missing_ok=True)  # a cache directory kept from an earlier run (HIERAMAS_CACHE_DIR set)
-  first = asyncio.run(sandbox.run_candidate(task0, code))
+  first = asyncio.run(humaneval.run_candidate(task0, code))
   assert path.exists() and first.correct
   start = time.monotonic()
-  again = asyncio.run(sandbox.run_candidate(task0, code))
+  again = asyncio.run(humaneval.run_candidate(task0, code))
   assert again == first
   assert time.monotonic() - start < 0.5
-  assert sandbox._grade_cache_path(task0, code + "\n") != path
+  assert humaneval._grade_cache_path(task0, code + "\n") != path
 
 
 def test_grade_entry_points_for_humaneval(task0):
@@ -356,9 +356,9 @@ def test_throughput_several_candidates_per_second():
            if it.id not in ("HumanEval/15", "HumanEval/36")][:24]
 
   async def run():
-    await asyncio.gather(*(sandbox.expected_outputs(it) for it in items))
+    await asyncio.gather(*(humaneval.expected_outputs(it) for it in items))
     start = time.monotonic()
-    grades = await asyncio.gather(*(sandbox.run_candidate(it, it.answer + "\n# t\n", use_cache=False)
+    grades = await asyncio.gather(*(humaneval.run_candidate(it, it.answer + "\n# t\n", use_cache=False)
                                     for it in items))
     return grades, time.monotonic() - start
 
@@ -539,10 +539,10 @@ def test_sandboxed_programs_die_with_the_grader(task0, tmp_path):
           "while True:\n    pass\n")
   script = textwrap.dedent(f"""\
       import asyncio, dataclasses
-      from hieramas_jax.benchmarks import sandbox
+      from hieramas_jax.benchmarks import humaneval, sandbox
       from hieramas_jax.benchmarks.data import items_by_id
       limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, load_s=600, wall_s=600)
-      asyncio.run(sandbox.run_candidate(items_by_id("humaneval_plus")["HumanEval/0"], {code!r}, limits,
+      asyncio.run(humaneval.run_candidate(items_by_id("humaneval_plus")["HumanEval/0"], {code!r}, limits,
                                         use_cache=False))
       """)
   grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_DIR,
@@ -579,7 +579,7 @@ def test_no_isolation_refuses_unless_fallback_is_asked_for(monkeypatch, caplog, 
                                                      ".*HIERAMAS_SANDBOX=fallback"):
         sandbox.isolation()
       with pytest.raises(sandbox.SandboxError, match="bubblewrap cannot isolate"):
-        asyncio.run(sandbox.run_candidate(task0, FUNC + GOOD_BODY, FAST, use_cache=False))
+        asyncio.run(humaneval.run_candidate(task0, FUNC + GOOD_BODY, FAST, use_cache=False))
       assert provenance(seed=0)["sandbox"]["mode"] == "unavailable"
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "fallback")
     sandbox.isolation.cache_clear()
@@ -608,7 +608,7 @@ def test_no_isolation_refuses_unless_fallback_is_asked_for(monkeypatch, caplog, 
 
 def test_grades_are_cached_per_isolation_mode(task0):
   code = FUNC + GOOD_BODY
-  assert sandbox._grade_cache_path(task0, code, "bwrap") != sandbox._grade_cache_path(task0, code, "fallback")
+  assert humaneval._grade_cache_path(task0, code, "bwrap") != humaneval._grade_cache_path(task0, code, "fallback")
 
 
 def test_main_guard_demo_does_not_run(task0):
@@ -758,28 +758,28 @@ def test_forged_or_edited_cache_entries_are_not_replayed(task0, caplog):
   # A grade cache entry claiming a wrong program passed (forged, or edited by hand), and edited
   # expected outputs, are recomputed instead of replayed; the warning names the file.
   wrong = FUNC + "    return None\n# forged " + secrets.token_hex(4) + "\n"
-  path = sandbox._grade_cache_path(task0, wrong)
+  path = humaneval._grade_cache_path(task0, wrong)
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_text(json.dumps({"task_id": task0.id, "correct": True, "detail": "passed base and plus tests"}))
-  with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
-    grade = asyncio.run(sandbox.run_candidate(task0, wrong, FAST))
+  with caplog.at_level(logging.WARNING, logger=humaneval.__name__):
+    grade = asyncio.run(humaneval.run_candidate(task0, wrong, FAST))
   assert not grade.correct and str(path) in caplog.text
   entry = json.loads(path.read_text())
   assert entry["correct"] is False
   entry["correct"] = True  # flipped, checksum kept
   path.write_text(json.dumps(entry))
-  assert not asyncio.run(sandbox.run_candidate(task0, wrong, FAST)).correct
-  assert not asyncio.run(sandbox.run_candidate(task0, wrong, FAST)).correct  # the rewrite is honest
+  assert not asyncio.run(humaneval.run_candidate(task0, wrong, FAST)).correct
+  assert not asyncio.run(humaneval.run_candidate(task0, wrong, FAST)).correct  # the rewrite is honest
   # Expected outputs edited so that `return None` would match: recomputed, not trusted.
-  exp_path = sandbox._expected_path(task0)
-  asyncio.run(sandbox.expected_outputs(task0))
+  exp_path = humaneval._expected_path(task0)
+  asyncio.run(humaneval.expected_outputs(task0))
   exp = json.loads(exp_path.read_text())
   exp["outputs"] = [{"out": None} for _ in exp["outputs"]]
   exp_path.write_text(json.dumps(exp))
-  sandbox._EXPECTED_MEMO.clear()
+  humaneval._EXPECTED_MEMO.clear()
   caplog.clear()
-  with caplog.at_level(logging.WARNING, logger=sandbox.__name__):
-    again = asyncio.run(sandbox.run_candidate(task0, FUNC + "    return None\n", FAST, use_cache=False))
+  with caplog.at_level(logging.WARNING, logger=humaneval.__name__):
+    again = asyncio.run(humaneval.run_candidate(task0, FUNC + "    return None\n", FAST, use_cache=False))
   assert not again.correct and str(exp_path) in caplog.text
   assert _run(task0, GOOD_BODY).correct
 

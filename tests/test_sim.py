@@ -16,7 +16,7 @@ import numpy as np
 import openai
 import pytest
 
-from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks import extract, graders
 from hieramas_jax.benchmarks.data import LETTERS, format_mmlu_question, load_items
 from hieramas_jax.mas import roles
 from hieramas_jax.sim import params as P
@@ -297,7 +297,7 @@ def test_option_permutation_keeps_accuracy_under_the_real_grader(sim0):
     question = format_mmlu_question(it.meta["stem"], [it.meta["choices"][k] for k in order])
     gold = LETTERS[list(order).index(LETTERS.index(it.answer))]
     text = sim0.reply("gpt-5-mini", base_messages(it, question=question), None, None, 0).text
-    permuted += graders.extract_mmlu_letter(text) == gold
+    permuted += extract.extract_mmlu_letter(text) == gold
   assert abs(plain - permuted) / len(items) < 0.04 and permuted / len(items) > 0.85
 
 
@@ -313,9 +313,9 @@ def test_an_unknown_question_gets_a_gradable_answer_in_its_format(sim0, bench):
   r = sim0.reply("qwen3-80b", base_messages(item, question=question, cot=True), 0.2, None, 0)
   assert r.item_id is None and r.correct is None
   if bench == "mmlu_redux":
-    assert graders.extract_mmlu_letter(r.text) in LETTERS
+    assert extract.extract_mmlu_letter(r.text) in LETTERS
   elif bench == "math":
-    assert graders.extract_math_answer(r.text) is not None
+    assert extract.extract_math_answer(r.text) is not None
   else:
     assert "def invented_task(xs: list) -> int:" in reading.code_block(r.text)
   generic = sim0.reply("gemma-3-27b", [{"role": "user", "content": "Tell me about tea in Britain."}], 0.7, None, 0)

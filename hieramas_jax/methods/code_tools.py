@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks import extract
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas.rounds import CodeCheck
 from hieramas_jax.methods.aflow import execute
@@ -39,7 +39,7 @@ def docstring_check(item: Item, *, detect: str = "block") -> CodeCheck | None:
     raise ValueError(f"detect must be one of {DETECTIONS}, got {detect!r}")
   if item.benchmark != "humaneval_plus" or not execute.public_examples(item):
     return None
-  from hieramas_jax.benchmarks.sandbox import assemble_program  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.benchmarks.humaneval import assemble_program  # pylint: disable=import-outside-toplevel
 
   async def check(text: str) -> tuple[bool, str] | None:
     body = text.strip()
@@ -51,7 +51,7 @@ def docstring_check(item: Item, *, detect: str = "block") -> CodeCheck | None:
       if match is None:
         return None
       body = match.group(0)
-    code = graders.extract_code(body, item.meta["entry_point"])
+    code = extract.extract_code(body, item.meta["entry_point"])
     program = assemble_program(item, code) if code is not None else None
     if program is None:
       return False, "the code holds no runnable definition of the function"

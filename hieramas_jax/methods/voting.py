@@ -15,7 +15,7 @@ import dataclasses
 import re
 from typing import Sequence
 
-from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks import extract, graders
 from hieramas_jax.benchmarks.data import Item
 
 
@@ -52,11 +52,11 @@ def normalise_code(code: str) -> str:
 def extract_answer(item: Item, text: str) -> str | None:
   """The vote key of one sample (before MATH equivalence grouping)."""
   if item.benchmark == "mmlu_redux":
-    return graders.extract_mmlu_letter(text, options=item.meta.get("choices"))
+    return extract.extract_mmlu_letter(text, options=item.meta.get("choices"))
   if item.benchmark == "math":
-    return graders.extract_math_answer(text)
+    return extract.extract_math_answer(text)
   if item.benchmark == "humaneval_plus":
-    code = graders.extract_code(text, item.meta["entry_point"])
+    code = extract.extract_code(text, item.meta["entry_point"])
     return None if code is None else normalise_code(code)
   raise ValueError(f"no vote rule for benchmark {item.benchmark!r}")
 

@@ -17,7 +17,7 @@ import pathlib
 import re
 from typing import Any
 
-from hieramas_jax.benchmarks import sandbox
+from hieramas_jax.benchmarks import humaneval, sandbox
 from hieramas_jax.benchmarks.data import Item, data_sha256
 from hieramas_jax.fileio import atomic_write_bytes
 from hieramas_jax.paths import cache_dir
@@ -124,28 +124,28 @@ def _literal_args(call: str) -> list[Any] | None:
 
 def _examples_cache_path(item: Item, program: str, mode: str) -> pathlib.Path:
   key = hashlib.sha256(f"examples\0{item.id}\0{program}\0{data_sha256(item.benchmark)}\0"
-                       f"{sandbox.HARNESS_VERSION}\0{mode}".encode()).hexdigest()
+                       f"{humaneval.HARNESS_VERSION}\0{mode}".encode()).hexdigest()
   return cache_dir() / "humaneval_examples" / key[:2] / f"{key}.json"
 
 
 async def run_examples(item: Item, program: str, *, use_cache: bool = True) -> tuple[bool, str]:
   """Runs `program` (the prompt + the candidate) on the public examples: (passed, what failed).
 
-  Results are cached on disk like the graders' (`sandbox._seal`: keyed by task, program, data, harness
+  Results are cached on disk like the graders' (`humaneval.seal`: keyed by task, program, data, harness
   and isolation mode, written by the parent only), so a rerun replays them instead of running the code
   again (GDesigner checks every code output an agent reads; a warm table run makes no sandbox call).
   """
   mode = sandbox.isolation().mode
   path = _examples_cache_path(item, program, mode)
   key = {"task_id": item.id, "program_sha256": hashlib.sha256(program.encode()).hexdigest(),
-         "data_sha256": data_sha256(item.benchmark), "harness": sandbox.HARNESS_VERSION, "mode": mode}
+         "data_sha256": data_sha256(item.benchmark), "harness": humaneval.HARNESS_VERSION, "mode": mode}
   if use_cache:
-    cached = sandbox._unseal(path, **key)  # pylint: disable=protected-access
+    cached = humaneval.unseal(path, **key)
     if cached is not None and type(cached.get("passed")) is bool and isinstance(cached.get("feedback"), str):
       return cached["passed"], cached["feedback"]
   passed, feedback = await _run_examples(item, program)
   if use_cache:
-    entry = sandbox._seal(dict(key, passed=passed, feedback=feedback))  # pylint: disable=protected-access
+    entry = humaneval.seal(dict(key, passed=passed, feedback=feedback))
     atomic_write_bytes(path, entry)
   return passed, feedback
 

@@ -28,7 +28,7 @@ import dataclasses
 import re
 from typing import Any
 
-from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks import extract
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.runtime import ChatClient, Clock, RunSettings, call_llm
@@ -210,7 +210,7 @@ async def programmer(calls: _Calls, item: Item, attempts: int = 3) -> str:
   for attempt in range(attempts):
     text = await calls("programmer", PROGRAMMER_PROMPT.format(problem=item.question, analysis="None",
                                                               feedback=feedback), attempt)
-    code = graders.extract_code(text, "solve")
+    code = extract.extract_code(text, "solve")
     if code is None:
       return "The program could not be written."
     ok, output = await execute.run_solve(code)
@@ -248,11 +248,11 @@ async def review_revise(calls: _Calls, item: Item, solution: str, loop: int) -> 
 
 async def test(calls: _Calls, item: Item, solution: str, loops: int = 3) -> str:
   """The Test operator: public examples in the sandbox, a reflection call per failure (at most `loops`)."""
-  from hieramas_jax.benchmarks.sandbox import assemble_program  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.benchmarks.humaneval import assemble_program  # pylint: disable=import-outside-toplevel
   if not execute.public_examples(item):
     return solution
   for loop in range(loops):
-    code = graders.extract_code(solution, item.meta["entry_point"])
+    code = extract.extract_code(solution, item.meta["entry_point"])
     program = assemble_program(item, code) if code is not None else None
     if program is None:
       ok, error = False, "the solution holds no runnable code for the function"
