@@ -244,10 +244,8 @@ def test_math_grading_never_hangs(monkeypatch):
   item = Item("math", "t", "q", "1")
   graders.math_equivalent("1", "1.0")  # worker started outside the short limit
   monkeypatch.setattr(graders, "_WALL_TIMEOUT_S", 1.0)
-  start = time.monotonic()
   g = grade(item, "\\boxed{9^{9^{9}}}")
-  assert not g.correct and "timed out" in g.detail
-  assert time.monotonic() - start < 10
+  assert not g.correct and "timed out after 1.0s" in g.detail, g.detail  # the wall limit, not a slow answer
   monkeypatch.setattr(graders, "_WALL_TIMEOUT_S", 25)
   assert grade(Item("math", "u", "q", "\\frac{1}{2}"), "\\boxed{0.5}").correct
 

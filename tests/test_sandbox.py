@@ -1,5 +1,9 @@
 """HumanEval+ sandbox: canonical solutions pass base+plus; hostile code is contained and fails;
-the verdict is the parent's, so no program can report itself passed."""
+the verdict is the parent's, so no program can report itself passed.
+
+Outcomes only, never elapsed seconds: a loaded 2-core machine stretches every duration. What stopped
+a run is read from its `RunOutcome` (the `outcomes` fixture); how long stopping takes is
+`experiments/bench_sandbox.py`'s `timing_checks`."""
 
 from __future__ import annotations
 
@@ -80,6 +84,22 @@ def _iso(mode):
   return sandbox.fallback_isolation()
 
 
+@pytest.fixture
+def outcomes(monkeypatch):
+  """Every `RunOutcome` of the children this test runs, in order: how a run ended, asserted instead
+  of how long it took."""
+  seen = []
+  real = sandbox.run_child
+
+  async def spy(*args, **kwargs):
+    outcome = await real(*args, **kwargs)
+    seen.append(outcome)
+    return outcome
+
+  monkeypatch.setattr(sandbox, "run_child", spy)
+  return seen
+
+
 def test_all_canonical_solutions_pass_base_and_plus():
   items = load_items("humaneval_plus")
 
@@ -87,12 +107,9 @@ def test_all_canonical_solutions_pass_base_and_plus():
     return await asyncio.gather(*(humaneval.run_candidate(it, it.answer, use_cache=False)
                                   for it in items))
 
-  start = time.monotonic()
   grades = asyncio.run(grade_all())
   failed = [(it.id, g.detail) for it, g in zip(items, grades) if not g.correct]
   assert not failed, failed
-  print(f"164 canonical solutions (expected outputs + candidate runs): "
-        f"{time.monotonic() - start:.1f}s")
 
 
 def test_plus_inputs_catch_what_base_tests_miss(task0):
@@ -252,16 +269,17 @@ WHY = {
 }
 
 
+# The budget the parent stops a run at, where it must be the one ("wall": the whole child's).
+BUDGET = {"infinite loop ignoring SIGPROF (parent kill)": "wall"}
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_code_is_contained_and_fails(task0, name):
-  start = time.monotonic()
+def test_hostile_code_is_contained_and_fails(task0, name, outcomes):
   grade = _run(task0, HOSTILE[name])
-  elapsed = time.monotonic() - start
   assert not grade.correct, (name, grade.detail)
   assert WHY[name] in grade.detail, (name, grade.detail)
-  # Stopped, not hung: budgets are CPU time, so on a loaded machine a CPU-bound program reaches its budget
-  # later in wall time; the documented bound is sandbox._WALL_FACTOR x the budget (plus start-up).
-  assert elapsed < sandbox._WALL_FACTOR * FAST.wall_s + 5, (name, elapsed)
+  if name in BUDGET:  # stopped by the parent, and the reason recorded
+    assert outcomes[-1].timed_out and outcomes[-1].budget == BUDGET[name], outcomes[-1]
   # The harness runs on: the next candidate is graded normally.
   assert _run(task0, GOOD_BODY).correct
 
@@ -321,16 +339,16 @@ def test_fallback_workdir_is_cleaned_up(task0):
   assert not os.path.exists(workdir)
 
 
-def test_grades_are_cached_by_code(task0):
+def test_grades_are_cached_by_code(task0, outcomes):
   code = FUNC + GOOD_BODY + "# cache probe\n"
   path = humaneval._grade_cache_path(task0, code)
   path.unlink(missing_ok=True)  # a cache directory kept from an earlier run (HIERAMAS_CACHE_DIR set)
   first = asyncio.run(humaneval.run_candidate(task0, code))
   assert path.exists() and first.correct
-  start = time.monotonic()
+  ran = len(outcomes)
   again = asyncio.run(humaneval.run_candidate(task0, code))
   assert again == first
-  assert time.monotonic() - start < 0.5
+  assert len(outcomes) == ran  # replayed: no child ran
   assert humaneval._grade_cache_path(task0, code + "\n") != path
 
 
@@ -348,26 +366,6 @@ def test_grade_entry_points_for_humaneval(task0):
   assert asyncio.run(inside_loop()).correct
   with concurrent.futures.ThreadPoolExecutor(2) as pool:  # sync grade() from worker threads
     assert all(g.correct for g in pool.map(lambda t: graders.grade(task0, t), [text, text + " "]))
-
-
-def test_throughput_several_candidates_per_second():
-  # Typical tasks (not the few with very heavy plus inputs), expected outputs warmed first.
-  items = [it for it in load_items("humaneval_plus")[:40]
-           if it.id not in ("HumanEval/15", "HumanEval/36")][:24]
-
-  async def run():
-    await asyncio.gather(*(humaneval.expected_outputs(it) for it in items))
-    start = time.monotonic()
-    grades = await asyncio.gather(*(humaneval.run_candidate(it, it.answer + "\n# t\n", use_cache=False)
-                                    for it in items))
-    return grades, time.monotonic() - start
-
-  grades, elapsed = asyncio.run(run())
-  assert all(g.correct for g in grades)
-  rate = len(items) / elapsed
-  print(f"sandbox throughput: {rate:.1f} candidates/s on {os.cpu_count()} cores")
-  # Loose: the machine is shared; docs/benchmarks.md records the measured rate.
-  assert rate > 1.0, rate
 
 
 def _alive(pid: int) -> bool:
@@ -413,28 +411,28 @@ def _forking(marker: str, *, setsid: bool, n: int = 4) -> str:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_children_that_escape_the_guard_die_with_the_task(task0, mode):
+def test_children_that_escape_the_guard_die_with_the_task(task0, mode, outcomes):
   # A few lingering children (not an exponential bomb: the machine is shared) must die with the
-  # task and must not keep the harness waiting on the inherited pipe.
+  # task and must not keep the harness waiting on the inherited pipe: the judge decides (no budget
+  # runs out) and the child is reaped.
   marker = "hx" + secrets.token_hex(4)
-  start = time.monotonic()
   grade = _run(task0, _forking(marker, setsid=False) + FUNC + "    return None\n", iso=_iso(mode))
   assert not grade.correct and "failed at base test" in grade.detail, grade.detail
-  assert time.monotonic() - start < FAST.wall_s + 3
+  assert not outcomes[-1].timed_out and outcomes[-1].returncode is not None, outcomes[-1]
   time.sleep(0.2)
   assert not _named(marker)
   assert _run(task0, GOOD_BODY, iso=_iso(mode)).correct
 
 
 @needs_bwrap
-def test_ctypes_setsid_escape_dies_with_the_pid_namespace(task0):
+def test_ctypes_setsid_escape_dies_with_the_pid_namespace(task0, outcomes):
   # setsid() through libc leaves the process group (the guard only replaces os.setsid), so a
-  # group kill misses it; the pid namespace's end does not. No 10 s stall on the held pipe.
+  # group kill misses it; the pid namespace's end does not. No stall on the held pipe: the judge
+  # decides and the child is reaped.
   marker = "hs" + secrets.token_hex(4)
-  start = time.monotonic()
   grade = _run(task0, _forking(marker, setsid=True) + FUNC + "    return None\n")
   assert not grade.correct and "failed at base test" in grade.detail, grade.detail
-  assert time.monotonic() - start < 3, time.monotonic() - start
+  assert not outcomes[-1].timed_out and outcomes[-1].returncode is not None, outcomes[-1]
   time.sleep(0.2)
   assert not _named(marker)
   assert _run(task0, GOOD_BODY).correct
@@ -690,16 +688,14 @@ def test_seccomp_program_refuses_unknown_machines():
     child.seccomp_program("riscv64")
 
 
-def test_ignoring_sigprof_is_stopped_at_the_input_limit_not_the_wall(task0):
+def test_ignoring_sigprof_is_stopped_at_the_input_limit_not_the_wall(task0, outcomes):
   # The per-input limit is the parent's too: a program that ignores the child's SIGPROF is killed
-  # at its input's limit plus a grace, far before a 60 s wall.
+  # at its input's budget (CPU 1 + 3 + 2 + 2 s), not at the 60 s wall.
   limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=60.0, cpu_s=60, load_s=1.0)
   code = ("import signal\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\n" + FUNC + "    while True:\n        pass\n")
-  start = time.monotonic()
   grade = _run(task0, code, limits=limits)
-  elapsed = time.monotonic() - start
   assert not grade.correct and "killed by the grader" in grade.detail, grade.detail
-  assert elapsed < 4 * 8 + 5, elapsed  # CPU budget 1 + 3 + 2 + 2 s, at most 4 x that in wall time
+  assert outcomes[-1].timed_out and outcomes[-1].budget == "line", outcomes[-1]
 
 
 @needs_bwrap
@@ -795,15 +791,13 @@ def test_time_limits_are_cpu_time_so_load_does_not_change_a_grade(task0):
   # A fresh clone graded two HumanEval+ candidates differently from the committed run: each sat near
   # its per-input limit, timed in wall time on a machine whose load varied. Limits are CPU time now:
   # with the cores saturated by spinners, a program using 0.6 s of CPU (limit 1 s) still passes, in
-  # far more than 1 s of wall time, and one using 1.5 s still fails.
+  # more wall time than CPU time, and one using 1.5 s still fails.
   # Each spinner in a session of its own: the scheduler's autogroups share a core per session.
   spin = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"], start_new_session=True)
           for _ in range(2 * (os.cpu_count() or 1))]
   try:
     time.sleep(0.5)
-    start = time.monotonic()
     fits = _run(task0, _burning(0.6))
-    fits_wall = time.monotonic() - start
     over = _run(task0, _burning(1.5))
   finally:
     for p in spin:
@@ -811,4 +805,3 @@ def test_time_limits_are_cpu_time_so_load_does_not_change_a_grade(task0):
       p.wait()
   assert fits.correct, fits.detail
   assert not over.correct and "time limit exceeded" in over.detail, over.detail
-  assert fits_wall > 1.0, fits_wall  # loaded: its wall time alone would have failed it

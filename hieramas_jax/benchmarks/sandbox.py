@@ -379,12 +379,18 @@ class Stop:
 
 @dataclasses.dataclass(frozen=True)
 class RunOutcome:
-  """How a run ended: the exit code (None if it had to be killed), whether the wall limit hit,
-  and the parent's own reason for stopping early (a decision, or a malformed report)."""
+  """How a run ended: the exit code (None if it had to be killed), whether a time budget ran out,
+  and the parent's own reason for stopping early (a decision, or a malformed report).
+
+  `budget` says which budget ran out when `timed_out`: "line" (a report line's, `line_budget`) or
+  "wall" (the whole child's, `wall_s`). Tests assert on it instead of on elapsed seconds, which a
+  loaded machine stretches.
+  """
 
   returncode: int | None
   timed_out: bool
   stopped: str | None = None
+  budget: str | None = None
 
 
 # One concurrency bound per event loop (asyncio primitives belong to one loop).
@@ -521,7 +527,7 @@ async def _wait_returncode(proc: _Child) -> None:
     delay = min(delay * 2, 0.05)
 
 
-async def _converse(proc: _Child, wall_s: float, on_line, line_budget=None) -> tuple[bool, Stop | None]:
+async def _converse(proc: _Child, wall_s: float, on_line, line_budget=None) -> tuple[str | None, Stop | None]:
   """Feed report lines to `on_line` until it decides (returns a Stop), EOF, or a budget runs out.
 
   `line_budget(n)`, if given, is how many seconds report line n may take after line n - 1 (or
@@ -533,7 +539,7 @@ async def _converse(proc: _Child, wall_s: float, on_line, line_budget=None) -> t
   no line waits more than `_WALL_FACTOR` x its budget in wall time (a sleeping program uses no CPU).
 
   Returns:
-    (timed_out, the Stop or None).
+    (the budget that ran out, "line" or "wall", or None; the Stop or None).
   """
   loop = asyncio.get_running_loop()
   exited = asyncio.ensure_future(_wait_returncode(proc))
@@ -550,17 +556,21 @@ async def _converse(proc: _Child, wall_s: float, on_line, line_budget=None) -> t
       now = loop.time()
       if now >= line_deadline:
         cpu = _tree_cpu_s(proc.pid)
-        if cpu is None or now - line_start >= _WALL_FACTOR * budget or now - start >= _WALL_FACTOR * wall_s:
-          return True, None
+        if now - start >= _WALL_FACTOR * wall_s:
+          return "wall", None
+        if now - line_start >= _WALL_FACTOR * budget:
+          return ("line" if line_budget is not None else "wall"), None
+        if cpu is None:  # no /proc: the deadline that passed, in wall time
+          return ("wall" if start + wall_s <= line_start + budget else "line"), None
         left = min(wall_s, cumulative) - cpu
         if left <= 0:
-          return True, None
+          return ("wall" if wall_s <= cumulative else "line"), None
         line_deadline = now + max(left, 0.05)
       remaining = line_deadline - now
       if exited.done():
         done, _ = await asyncio.wait({read}, timeout=min(remaining, _EXIT_GRACE_S))
         if not done:  # exited, yet someone holds the pipe: nothing more will come from the child
-          return False, None
+          return None, None
       else:
         done, _ = await asyncio.wait({read, exited}, timeout=remaining,
                                      return_when=asyncio.FIRST_COMPLETED)
@@ -570,13 +580,13 @@ async def _converse(proc: _Child, wall_s: float, on_line, line_budget=None) -> t
         try:
           line = read.result()
         except (ValueError, asyncio.LimitOverrunError):
-          return False, Stop("a report line over the size cap")
+          return None, Stop("a report line over the size cap")
         read = None
         if not line:
-          return False, None
+          return None, None
         stop = on_line(line)
         if stop is not None:
-          return False, stop
+          return None, stop
         n_lines += 1
         if line_budget is not None:
           line_start = loop.time()
@@ -638,7 +648,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
         raise SandboxError(f"cannot start the sandbox child: {e}") from e
       try:
         await proc.send(payload, timeout=limits.wall_s)  # a child dead before reading reports nothing: failed
-        timed_out, stop = await _converse(proc, limits.wall_s, on_line, line_budget)
+        budget, stop = await _converse(proc, limits.wall_s, on_line, line_budget)
         if stop is not None and stop.let_exit:
           with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(_wait_returncode(proc), timeout=_EXIT_GRACE_S)
@@ -651,7 +661,7 @@ async def run_child(job: dict, limits: SandboxLimits, on_line, iso: Isolation | 
         except asyncio.TimeoutError:
           pass
         proc.close()  # our ends of the pipes, even if an escaped process holds theirs
-      return RunOutcome(proc.returncode, timed_out, stop.reason if stop else None)
+      return RunOutcome(proc.returncode, budget is not None, stop.reason if stop else None, budget)
     finally:
       if group is not None:  # kills whatever is left inside, then removes the group
         await loop.run_in_executor(None, group.remove)
