@@ -1,11 +1,14 @@
-"""The child side of the HumanEval+ sandbox: runs a program and reports its function's outputs.
+"""The child side of the sandbox: runs a program and reports its function's outputs on given inputs.
+
+What it runs is the caller's: HumanEval+ candidates and canonical solutions (`humaneval.py`, modes
+"candidate" and "expected"), AFlow's model-written code (`methods/aflow/execute.py`).
 
 Run as `python -I -c SOURCE` (the source of this file), reading a pickled job from stdin; inside
 bubblewrap it sees neither this repository nor the suite's cache, and must not need them, so it is
 self-contained (stdlib only). It never decides pass or fail: it does not know the expected
 outputs. It writes one JSON line per input (`{"i": 3, "out": <tree>}`, `{"i": 3, "digest": ...}` or
 `{"i": 3, "error": ...}`), and the parent, outside the sandbox, compares each with the canonical
-solution's output. Whatever the program does to this process (patching the encoder, writing to the
+solution's output (`humaneval.compare_output`). Whatever the program does to this process (patching the encoder, writing to the
 result pipe, walking the frames) it can only report values it computed itself.
 
 Order of events:
