@@ -44,7 +44,7 @@ from hieramas_jax.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
-# Bump when the harness or the comparison changes: old cached grades become stale.
+# Bump when the harness (`_sandbox_child.py`) or the comparison changes: old cached grades become stale.
 HARNESS_VERSION = "6"
 
 # EvalPlus defaults (evalplus/config.py): per-input limit = max(1 s, 4 x canonical time).
