@@ -32,7 +32,8 @@ from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.api import MethodError, known_methods
+from hieramas_jax.methods.api import MethodError
+from hieramas_jax.methods.registry import known_methods
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
 from hieramas_jax.report.paper import TABLE1_METHODS
 from hieramas_jax.report.table1 import write_tables

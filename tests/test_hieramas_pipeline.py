@@ -27,7 +27,8 @@ from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup

@@ -30,7 +30,7 @@ from hieramas_jax.mas import structures
 from hieramas_jax.mas.config import MASConfig
 from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
-from hieramas_jax.methods.api import RunContext, Untrained, register
+from hieramas_jax.methods.api import RunContext, Untrained
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,11 +85,9 @@ class RandomGraph(Untrained):
     return trace
 
 
-@register("full_graph")
 def make_full_graph(**kwargs) -> FullGraph:
   return FullGraph(**kwargs)
 
 
-@register("random_graph")
 def make_random_graph(**kwargs) -> RandomGraph:
   return RandomGraph(**kwargs)

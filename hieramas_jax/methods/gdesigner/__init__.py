@@ -6,10 +6,7 @@
 
 from __future__ import annotations
 
-from hieramas_jax.methods.api import register
 
-
-@register("gdesigner", per_cell=True)
 def make_gdesigner(**kwargs):
   from hieramas_jax.methods.gdesigner.method import make  # pylint: disable=import-outside-toplevel
   return make(**kwargs)

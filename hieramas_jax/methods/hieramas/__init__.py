@@ -1,9 +1,9 @@
 """HieraMAS (paper Sec. 3): learned supernode LLM selection + GCN topology selection, end to end.
 
-Registered as "hieramas" (as published: the paper, and the reference code where the paper is silent) and
+Built as "hieramas" (as published: the paper, and the reference code where the paper is silent) and
 "hieramas_total_cost" (this suite's earlier recipe, `config.TOTAL_COST_RECIPE`, beyond the paper). The
 heavy parts (JAX, the sentence encoder) are imported only when the method is built, so
-`make_method("base")` stays as cheap as before.
+`make_method("base")` stays as cheap as before. Both factories are rows of `methods/registry.py`.
 
   rollout.py   policy choices + a DAG -> MASConfig -> run_mas over HTTP -> graded node/system rewards
   training.py  stage 1 (REINFORCE, multi-level rewards) and stage 2 (contrastive GCN labels) loops
@@ -13,10 +13,7 @@ The runner (`experiment/runner.py`) trains, loads and evaluates it like every ot
 
 from __future__ import annotations
 
-from hieramas_jax.methods.api import register
 
-
-@register("hieramas", per_cell=True)
 def make_hieramas(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, config=None, **fields):
   """`make_method("hieramas", benchmark=..., pool=..., seed=..., stage1_steps=20)`, or with a whole
   `config=HieraMASConfig(...)` (whose benchmark, pool and seed must then agree with the cell's)."""
@@ -34,7 +31,6 @@ def make_hieramas(*, benchmark: str | None = None, pool: str | None = None, seed
   return HieraMAS(config)
 
 
-@register("hieramas_total_cost", per_cell=True)
 def make_hieramas_total_cost(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, **fields):
   """HieraMAS with `config.TOTAL_COST_RECIPE` (fields given here override it): the same runner, its own row."""
   from hieramas_jax.methods.hieramas.config import TOTAL_COST_RECIPE  # pylint: disable=import-outside-toplevel

@@ -7,10 +7,7 @@ of agents, their roles and their LLMs; REINFORCE on utility minus a cost penalty
 
 from __future__ import annotations
 
-from hieramas_jax.methods.api import register
 
-
-@register("masrouter", per_cell=True)
 def make_masrouter(**kwargs):
   from hieramas_jax.methods.masrouter.method import make  # pylint: disable=import-outside-toplevel
   return make(**kwargs)

@@ -7,16 +7,12 @@ halving search) and uniformly random static configurations (`random_config`).
 
 from __future__ import annotations
 
-from hieramas_jax.methods.api import register
 
-
-@register("static_search", per_cell=True)
 def make_static_search(**kwargs):
   from hieramas_jax.methods.static_search.method import make  # pylint: disable=import-outside-toplevel
   return make(**kwargs)
 
 
-@register("random_config")
 def make_random_config(**kwargs):
   from hieramas_jax.methods.static_search.method import RandomConfig  # pylint: disable=import-outside-toplevel
   return RandomConfig(**kwargs)
