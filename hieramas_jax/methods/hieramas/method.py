@@ -26,7 +26,6 @@ import asyncio
 import json
 import logging
 import pathlib
-import zlib
 from typing import Any, Sequence
 
 import jax
@@ -44,6 +43,7 @@ from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ENCODER_LOCK
+from hieramas_jax.methods.digest import item_fold
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup, consensus_index
@@ -65,11 +65,6 @@ def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:
   chain, star, full."""
   return graph_pool.make_pool(cfg.seed, num_roles, cfg.num_candidates - 3, min_density=cfg.pool_min_density,
                               max_density=cfg.pool_max_density, include_reference=True)
-
-
-def item_fold(item_id: str) -> int:
-  """The fold of a query in every per-query key and generator: crc32 of its id (stable across runs)."""
-  return zlib.crc32(item_id.encode())
 
 
 def query_candidates(cfg: HieraMASConfig, num_roles: int, item_id: str) -> graph_pool.GraphPool:
