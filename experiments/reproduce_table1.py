@@ -109,7 +109,7 @@ def main(argv):
       return await run_table(spec, backends, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                              max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
-  from hieramas_jax.methods.static_search.search import OracleError  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.methods.static_search.space import OracleError  # pylint: disable=import-outside-toplevel
   record = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
   written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))

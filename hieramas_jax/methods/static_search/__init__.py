@@ -1,7 +1,9 @@
 """The oracle of the regret: the best static configuration (`static_search`, whose fit is a successive-
 halving search) and uniformly random static configurations (`random_config`).
 
-  search.py  the search space, candidate families, the per-query evaluation store, successive halving
+  space.py   the search space, candidate families, a configuration's key and description
+  store.py   the per-query evaluation store, scores, the evaluator
+  search.py  successive halving, the holdout re-ranking, the search config (`SearchConfig`)
   method.py  the two methods
 """
 
