@@ -1,9 +1,9 @@
 """The one name -> factory table of methods: what `--methods` names and the runner builds.
 
-The arrows run one way: this module imports every method package, every method package imports
-`api.py` (the interface), and `api.py` imports no method. Adding a method is one row here. The heavy
-methods' factories (their packages' `__init__.py`) import JAX models and encoders only when called, so
-looking a name up or building `base` stays cheap.
+The arrows run one way: this module imports every method, every method imports `api.py` (the
+interface), and `api.py` imports no method. Adding a method is one row here. The learned methods are
+imported inside their rows' factories (JAX models, the sentence encoder), so looking a name up or
+building `base` stays cheap.
 """
 
 from __future__ import annotations
@@ -11,9 +11,46 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from hieramas_jax.methods import aflow, debate, gdesigner, graphs, hieramas, masrouter, self_consistency, single
-from hieramas_jax.methods import static_search
+from hieramas_jax.methods import debate, graphs, self_consistency, single
 from hieramas_jax.methods.api import Method, UnknownMethodError
+
+# pylint: disable=import-outside-toplevel
+
+
+def _aflow(**kwargs) -> Method:
+  from hieramas_jax.methods.aflow import method
+  return method.make(**kwargs)
+
+
+def _gdesigner(**kwargs) -> Method:
+  from hieramas_jax.methods.gdesigner import method
+  return method.make(**kwargs)
+
+
+def _masrouter(**kwargs) -> Method:
+  from hieramas_jax.methods.masrouter import method
+  return method.make(**kwargs)
+
+
+def _hieramas(**kwargs) -> Method:
+  from hieramas_jax.methods.hieramas import method
+  return method.make(**kwargs)
+
+
+def _hieramas_total_cost(**kwargs) -> Method:
+  from hieramas_jax.methods.hieramas import method
+  return method.make_total_cost(**kwargs)
+
+
+def _static_search(**kwargs) -> Method:
+  from hieramas_jax.methods.static_search import method
+  return method.make(**kwargs)
+
+
+def _random_config(**kwargs) -> Method:
+  from hieramas_jax.methods.static_search import method
+  return method.RandomConfig(**kwargs)
+
 
 # Keyword arguments the runner passes to every factory: which cell the method is built for.
 CELL_ARGS = ("benchmark", "pool", "seed")
@@ -41,13 +78,13 @@ METHODS: dict[str, Entry] = {
     "debate": Entry(debate.make_debate),
     "full_graph": Entry(graphs.make_full_graph),
     "random_graph": Entry(graphs.make_random_graph),
-    "gdesigner": Entry(gdesigner.make_gdesigner, per_cell=True),
-    "masrouter": Entry(masrouter.make_masrouter, per_cell=True),
-    "aflow": Entry(aflow.make_aflow, per_cell=True),
-    "hieramas": Entry(hieramas.make_hieramas, per_cell=True),
-    "hieramas_total_cost": Entry(hieramas.make_hieramas_total_cost, per_cell=True),
-    "static_search": Entry(static_search.make_static_search, per_cell=True),
-    "random_config": Entry(static_search.make_random_config),
+    "gdesigner": Entry(_gdesigner, per_cell=True),
+    "masrouter": Entry(_masrouter, per_cell=True),
+    "aflow": Entry(_aflow, per_cell=True),
+    "hieramas": Entry(_hieramas, per_cell=True),
+    "hieramas_total_cost": Entry(_hieramas_total_cost, per_cell=True),
+    "static_search": Entry(_static_search, per_cell=True),
+    "random_config": Entry(_random_config),
 }
 
 

@@ -7,10 +7,3 @@
 Where AFlow's optimizer LLM writes workflow code, this search draws one-step operator edits instead
 (docs/methods.md).
 """
-
-from __future__ import annotations
-
-
-def make_aflow(**kwargs):
-  from hieramas_jax.methods.aflow.method import make  # pylint: disable=import-outside-toplevel
-  return make(**kwargs)

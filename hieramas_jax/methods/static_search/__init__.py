@@ -6,15 +6,3 @@ halving search) and uniformly random static configurations (`random_config`).
   search.py  successive halving, the holdout re-ranking, the search config (`SearchConfig`)
   method.py  the two methods
 """
-
-from __future__ import annotations
-
-
-def make_static_search(**kwargs):
-  from hieramas_jax.methods.static_search.method import make  # pylint: disable=import-outside-toplevel
-  return make(**kwargs)
-
-
-def make_random_config(**kwargs):
-  from hieramas_jax.methods.static_search.method import RandomConfig  # pylint: disable=import-outside-toplevel
-  return RandomConfig(**kwargs)
