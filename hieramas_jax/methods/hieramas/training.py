@@ -34,8 +34,8 @@ from tqdm.auto import tqdm
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import checkpoint as checkpoint_lib
-from hieramas_jax.learn.batching import batch_indices  # noqa: F401  (also imported from here)
-from hieramas_jax.learn.checkpoint import params_sha256  # noqa: F401  (also imported from here)
+from hieramas_jax.learn.batching import batch_indices
+from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import policy as policy_lib
