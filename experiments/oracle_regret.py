@@ -26,7 +26,7 @@ from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_met
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError
-from hieramas_jax.methods.static_search.search import OracleError
+from hieramas_jax.methods.static_search.space import OracleError
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
 from hieramas_jax.report.regret import SINGLE_CALL, regret_markdown, regret_record
 

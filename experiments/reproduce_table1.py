@@ -32,7 +32,8 @@ from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.api import MethodError, known_methods
+from hieramas_jax.methods.api import MethodError
+from hieramas_jax.methods.registry import known_methods
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
 from hieramas_jax.report.paper import TABLE1_METHODS
 from hieramas_jax.report.table1 import write_tables
@@ -108,7 +109,7 @@ def main(argv):
       return await run_table(spec, backends, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                              max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
-  from hieramas_jax.methods.static_search.search import OracleError  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.methods.static_search.space import OracleError  # pylint: disable=import-outside-toplevel
   record = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
   written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))

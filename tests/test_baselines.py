@@ -14,7 +14,8 @@ import pytest
 from hieramas_jax.benchmarks.data import items_by_id, load_items
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.rounds import RoundAgent, RoundsConfig, run_rounds, temporal_from_spatial
-from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.methods.aflow import search as aflow_search
 from hieramas_jax.methods.aflow.workflow import INSTRUCTIONS, Workflow, edits
 from hieramas_jax.methods.gdesigner import model as gd

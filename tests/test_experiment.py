@@ -18,7 +18,8 @@ from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import make_endpoint
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.paths import REPO_DIR
 from fault_server import FaultServer
 from mas_fakes import FakeClient

@@ -24,13 +24,15 @@ from hieramas_jax.experiment.runner import Cell, TableSpec, cell_dir, run_table,
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import stage1 as stage1_lib
 from hieramas_jax.learn import stage2 as stage2_lib
+from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.report.hieramas import chosen, read_items
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
@@ -202,8 +204,8 @@ def test_stage2_loads_the_best_stage1_checkpoint_and_refuses_a_wrong_one(referen
   emb = method.embeddings
   best = json.loads((state_dir / "checkpoints/stage1/best.json").read_text())
   state = training.load_best_policy(cfg, emb, state_dir)
-  assert training.params_sha256(state.params) == best["params_sha256"]
-  assert training.params_sha256(state.params) != training.params_sha256(training.fresh_policy_state(cfg, emb).params)
+  assert params_sha256(state.params) == best["params_sha256"]
+  assert params_sha256(state.params) != params_sha256(training.fresh_policy_state(cfg, emb).params)
   # Stage 2 ran the frozen greedy policy of exactly that checkpoint.
   data = np.load(state_dir / "stage2_data.npz")
   greedy = np.asarray(stage1_lib.greedy(state, emb.policy_inputs(emb.query_role(TRAIN))))
@@ -258,8 +260,8 @@ def test_stage2_without_contrast_keeps_the_seeded_classifier_and_says_why(tmp_pa
   params, history = training.train_stage2(data, emb, cfg, tmp_path, progress=False)
   assert "0 of 6 training queries" in history[0]["skipped"]
   fresh = training.fresh_scorer_params(cfg, emb)
-  assert training.params_sha256(params) == training.params_sha256(fresh)
-  assert training.params_sha256(training.load_scorer(cfg, emb, tmp_path)) == training.params_sha256(fresh)
+  assert params_sha256(params) == params_sha256(fresh)
+  assert params_sha256(training.load_scorer(cfg, emb, tmp_path)) == params_sha256(fresh)
   # One query with contrast is still too few (a training and a validation query are needed) ...
   reward[0, 0] = -1.0 if reward[0, 1] > 0 else 0.5
   _, history = training.train_stage2(data | {"reward": reward}, emb, cfg, tmp_path / "one", progress=False)

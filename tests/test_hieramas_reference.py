@@ -100,8 +100,18 @@ def _inputs(batch=4, roles=2, positions=3, models=3, dim=8, seed=0):
 NET = policy.LLMSelectionPolicy(hidden=16)
 
 
+_CONFIG_BASE = dict(learning_rate=1e-3, weight_decay=1e-5, clip_norm=1.0, entropy_coef=1.0, total_steps=100,
+                    tau_start=10.0, tau_end=0.8, samples_per_query=1, baseline="moving_average", sampling="tempered",
+                    learning_rate_end=None)
+
+
+def _config(**fields) -> stage1.Stage1Config:
+  """A stage-1 config for these unit tests: the library has no defaults, so the fixed values live here."""
+  return stage1.Stage1Config(**{**_CONFIG_BASE, **fields})
+
+
 def test_reference_credit_is_the_role_reward_on_every_position_without_a_baseline():
-  cfg = stage1.Stage1Config(total_steps=12, entropy_coef=0.0, baseline="none", sampling="gumbel")
+  cfg = _config(total_steps=12, entropy_coef=0.0, baseline="none", sampling="gumbel")
   inputs = _inputs()
   state = stage1.create_state(jax.random.key(0), inputs, cfg, NET)
   choices, tau = stage1.sample_step(state, inputs, jax.random.key(1), cfg)
@@ -120,8 +130,8 @@ def test_reference_credit_is_the_role_reward_on_every_position_without_a_baselin
 
 def test_gumbel_sampling_ignores_the_schedules_temperature():
   inputs = _inputs(batch=64)
-  gumbel = stage1.Stage1Config(total_steps=12, tau_start=10.0, sampling="gumbel")
-  tempered = stage1.Stage1Config(total_steps=12, tau_start=10.0, sampling="tempered")
+  gumbel = _config(total_steps=12, tau_start=10.0, sampling="gumbel")
+  tempered = _config(total_steps=12, tau_start=10.0, sampling="tempered")
   state = stage1.create_state(jax.random.key(0), inputs, gumbel, NET)
   key = jax.random.key(3)
   drawn, tau = stage1.sample_step(state, inputs, key, gumbel)

@@ -14,13 +14,13 @@ import pytest
 
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.learn.batching import batch_indices
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.methods.hieramas.config import HieraMASConfig, HieraMASConfigError
 from hieramas_jax.methods.hieramas.rollout import Setup, batch_rewards, run_rollout, run_rollouts
 from hieramas_jax.report.hieramas import results_name
-from hieramas_jax.methods.hieramas.training import batch_indices
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
 ITEMS = load_items("mmlu_redux")

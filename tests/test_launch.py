@@ -179,7 +179,7 @@ def test_committed_sweep_specs_load():
 
 def test_a_loaded_run_refuses_every_training_difference_in_one_error():
   from hieramas_jax.experiment.runner import load_mismatch
-  from hieramas_jax.methods import make_method
+  from hieramas_jax.methods.registry import make_method
   method = make_method("hieramas", benchmark="mmlu_redux", pool="gpt-5-mini", k_pool=50)
   base = {"cell": {"method": "hieramas", "benchmark": "mmlu_redux", "pool": "gpt-5-mini", "setting": "main",
                    "seed": 0, "tag": ""}, "endpoint": "sim:seed0:abc", "settings": {"temperature": 0.2},

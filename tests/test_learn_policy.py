@@ -13,8 +13,20 @@ from hieramas_jax.learn import checkpoint, policy, rewards, stage1
 from hieramas_jax.mas.config import ConfigError
 
 TINY = policy.LLMSelectionPolicy(hidden=16)
+
+
+_CONFIG_BASE = dict(learning_rate=1e-3, weight_decay=1e-5, clip_norm=1.0, entropy_coef=1.0, total_steps=100,
+                    tau_start=10.0, tau_end=0.8, samples_per_query=1, baseline="moving_average", sampling="tempered",
+                    learning_rate_end=None)
+
+
+def _config(**fields) -> stage1.Stage1Config:
+  """A stage-1 config for these unit tests: the library has no defaults, so the fixed values live here."""
+  return stage1.Stage1Config(**{**_CONFIG_BASE, **fields})
+
+
 # One config and one input shape for every stage-1 test, so jitted steps compile once per file.
-CONFIG = stage1.Stage1Config(total_steps=60, learning_rate=1e-2, entropy_coef=0.01)
+CONFIG = _config(total_steps=60, learning_rate=1e-2, entropy_coef=0.01)
 
 
 def _inputs(batch=16, roles=2, positions=3, models=3, dim=8, seed=0):
@@ -165,11 +177,11 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path):
 def test_leave_one_out_advantage_by_hand():
   # 2 queries x G = 2 samples, 1 role: advantage = own reward - mean of the other sample of that query.
   inputs = _inputs(batch=4, roles=1)
-  config = stage1.Stage1Config(total_steps=10, samples_per_query=2)
+  config = _config(total_steps=10, samples_per_query=2)
   state = stage1.create_state(jax.random.key(0), inputs, config, TINY)
   rewards = jnp.array([[1.0], [-1.0], [0.5], [0.5]])
   np.testing.assert_allclose(stage1._advantage(state, rewards, rewards.mean(0)), [[2.0], [-2.0], [0.0], [0.0]])
-  config3 = stage1.Stage1Config(total_steps=10, samples_per_query=3)
+  config3 = _config(total_steps=10, samples_per_query=3)
   state3 = stage1.create_state(jax.random.key(0), _inputs(batch=3, roles=1), config3, TINY)
   np.testing.assert_allclose(stage1._advantage(state3, jnp.array([[3.0], [0.0], [0.0]]), None),
                              [[3.0], [-1.5], [-1.5]])
@@ -177,7 +189,7 @@ def test_leave_one_out_advantage_by_hand():
   with pytest.raises(ValueError, match="not a multiple"):
     stage1._advantage(state3, rewards, rewards.mean(0))
   # With G = 1 the EMA baseline (per role, and the system column) is used: first batch, the batch mean.
-  state1 = stage1.create_state(jax.random.key(0), inputs, stage1.Stage1Config(total_steps=10), TINY)
+  state1 = stage1.create_state(jax.random.key(0), inputs, _config(total_steps=10), TINY)
   both = jnp.concatenate([rewards, 2 * rewards], axis=1)
   np.testing.assert_allclose(stage1._advantage(state1, both, both.mean(0)), both - jnp.array([0.25, 0.5]))
 
@@ -193,7 +205,7 @@ def test_ineffective_positions_get_no_gradient():
   # Rewards depend on the synthesizer only; a masked proposer position must get exactly zero
   # policy-gradient: its log-prob term is removed, so the pg loss ignores what was sampled there.
   inputs = _inputs(batch=4, roles=2)
-  config = stage1.Stage1Config(total_steps=10, samples_per_query=2, entropy_coef=0.0)
+  config = _config(total_steps=10, samples_per_query=2, entropy_coef=0.0)
   state = stage1.create_state(jax.random.key(0), inputs, config, TINY)
   choices = jnp.zeros((4, 2, 3), jnp.int32)
   rewards = jnp.array([[1.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
@@ -213,7 +225,7 @@ def test_ineffective_positions_get_no_gradient():
 def test_synthesizer_on_off_is_credited_at_system_level_by_hand():
   # One query, G = 2 samples, one role with only a synthesizer (W = 0) over M = 2 models + skip.
   inputs = _inputs(batch=2, roles=1, positions=1, models=2)
-  config = stage1.Stage1Config(total_steps=10, samples_per_query=2, entropy_coef=0.0)
+  config = _config(total_steps=10, samples_per_query=2, entropy_coef=0.0)
   state = stage1.create_state(jax.random.key(0), inputs, config, TINY)
   choices = jnp.array([[[0]], [[2]]], jnp.int32)  # sample 0: model 0; sample 1: skip (role off)
   role = jnp.array([[0.9], [0.5]])  # role advantages +0.4 / -0.4

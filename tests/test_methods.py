@@ -9,7 +9,8 @@ import pytest
 
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods import RunContext, UnknownMethodError, check_method_names, known_methods, make_method
+from hieramas_jax.methods.api import RunContext, UnknownMethodError
+from hieramas_jax.methods.registry import check_method_names, known_methods, make_method
 from hieramas_jax.methods.voting import majority_vote, normalise_code
 from mas_fakes import FakeClient
 

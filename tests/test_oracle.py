@@ -12,7 +12,9 @@ from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.learn.rewards import system_reward
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import RunSettings, build_config
-from hieramas_jax.methods.static_search import search as oracle
+from hieramas_jax.methods.static_search import search as search_lib
+from hieramas_jax.methods.static_search import space as space_lib
+from hieramas_jax.methods.static_search import store as store_lib
 from mas_fakes import FakeClient
 
 POOL = get_pool("gpt-5-mini")
@@ -40,37 +42,37 @@ class PlantedRunner:
     await asyncio.sleep(0)
     key = self._keys.get(id(config))
     if key is None:
-      key = self._keys[id(config)] = oracle.config_key(config, self.settings)
+      key = self._keys[id(config)] = space_lib.config_key(config, self.settings)
     p = 0.97 if key == self.golden_key else 0.3 + 0.4 * _uniform("p", key)
     n_calls = sum(len(n.models) for n in config.nodes) + 1
-    return oracle.QueryOutcome(_uniform(key, item.id, sample_index) < p, 1e-4 * n_calls, n_calls)
+    return store_lib.QueryOutcome(_uniform(key, item.id, sample_index) < p, 1e-4 * n_calls, n_calls)
 
 
 def _math_space():
-  return oracle.SearchSpace.make("math", POOL, num_proposers=2, graph_seed=0, num_random_graphs=6)
+  return space_lib.SearchSpace.make("math", POOL, num_proposers=2, graph_seed=0, num_random_graphs=6)
 
 
 def _golden(space, family_name):
-  [golden] = [c for c in oracle.structured_candidates(space) if c.family == family_name]
+  [golden] = [c for c in space_lib.structured_candidates(space) if c.family == family_name]
   return golden
 
 
 def test_successive_halving_finds_the_planted_best_configuration_within_budget():
   space = _math_space()
   golden = _golden(space, "structured:deepseek-v3-alone-Math Solver")
-  golden_key = oracle.config_key(golden.to_mas(space), RunSettings())
+  golden_key = space_lib.config_key(golden.to_mas(space), RunSettings())
   runner = PlantedRunner(golden_key)
-  evaluator = oracle.Evaluator(runner, oracle.EvaluationStore(), max_queries=16)
+  evaluator = store_lib.Evaluator(runner, store_lib.EvaluationStore(), max_queries=16)
   budget = 2500
-  plan = oracle.plan_search(budget, len(MATH_ITEMS), min_items=8, eta=3.0,
-                            min_candidates=len(oracle.structured_candidates(space)), max_samples=2)
+  plan = search_lib.plan_search(budget, len(MATH_ITEMS), min_items=8, eta=3.0,
+                            min_candidates=len(space_lib.structured_candidates(space)), max_samples=2)
   assert plan.planned_queries <= budget and plan.rung_items[-1] == len(MATH_ITEMS)
   assert plan.rung_samples[-1] == 2
-  result = asyncio.run(oracle.successive_halving(space, evaluator, MATH_ITEMS, plan, seed=0))
+  result = asyncio.run(search_lib.successive_halving(space, evaluator, MATH_ITEMS, plan, seed=0))
   assert result.best_key == golden_key
   assert result.best_score.accuracy > 0.9
   # More than the structured corners were raced, from every family, and no query ran twice.
-  assert result.configurations_searched > len(oracle.structured_candidates(space))
+  assert result.configurations_searched > len(space_lib.structured_candidates(space))
   assert {"structured", "uniform", "sparse", "mutant"} <= set(result.family_counts)
   assert runner.calls == len(evaluator.store) <= budget
   # Rungs grow and the leaderboard is sorted.
@@ -80,27 +82,27 @@ def test_successive_halving_finds_the_planted_best_configuration_within_budget()
 
 
 def test_plan_spends_the_budget_and_refuses_one_too_small():
-  plan = oracle.plan_search(10_000, 200, min_items=16, eta=3.0, min_candidates=50, max_samples=3)
+  plan = search_lib.plan_search(10_000, 200, min_items=16, eta=3.0, min_candidates=50, max_samples=3)
   assert plan.rung_items == (16, 48, 144, 200, 200) and plan.rung_samples == (1, 1, 1, 1, 3)
   assert 9_000 < plan.planned_queries <= 10_000  # the largest schedule that fits
-  bigger = oracle.plan_search(20_000, 200, min_items=16, eta=3.0, min_candidates=50, max_samples=3)
+  bigger = search_lib.plan_search(20_000, 200, min_items=16, eta=3.0, min_candidates=50, max_samples=3)
   assert bigger.initial_candidates > plan.initial_candidates
-  with pytest.raises(oracle.OracleError, match="too small"):
-    oracle.plan_search(500, 200, min_items=16, min_candidates=50)
+  with pytest.raises(space_lib.OracleError, match="too small"):
+    search_lib.plan_search(500, 200, min_items=16, min_candidates=50)
 
 
 def test_a_rerun_resumes_from_the_evaluation_file_and_runs_nothing_again(tmp_path):
   space = _math_space()
-  golden_key = oracle.config_key(_golden(space, "structured:llama-8b-alone-Inspector").to_mas(space), RunSettings())
-  plan = oracle.plan_search(1200, 24, min_items=8, min_candidates=len(oracle.structured_candidates(space)),
+  golden_key = space_lib.config_key(_golden(space, "structured:llama-8b-alone-Inspector").to_mas(space), RunSettings())
+  plan = search_lib.plan_search(1200, 24, min_items=8, min_candidates=len(space_lib.structured_candidates(space)),
                             max_samples=1)
-  path = tmp_path / oracle.EVALUATIONS_FILE
+  path = tmp_path / store_lib.EVALUATIONS_FILE
 
   def search():
     runner = PlantedRunner(golden_key)
-    store = oracle.EvaluationStore(path)
+    store = store_lib.EvaluationStore(path)
     try:
-      result = asyncio.run(oracle.successive_halving(space, oracle.Evaluator(runner, store), MATH_ITEMS[:24],
+      result = asyncio.run(search_lib.successive_halving(space, store_lib.Evaluator(runner, store), MATH_ITEMS[:24],
                                                      plan, seed=3))
     finally:
       store.close()
@@ -124,7 +126,7 @@ def test_evaluate_configuration_runs_the_mas_grades_and_rewards_cost():
   client = FakeClient(lambda model, messages, sample_index: "The answer is (A)")
   config = build_config([("Knowlegable Expert", ["llama-8b", "llama-8b"], "gemma-3-27b"),
                          ("Critic", [], "qwen3-8b")], "gpt-5-mini", [(0, 1)])
-  score = asyncio.run(oracle.evaluate_configuration(client, items, config, sample_indices=(0, 2)))
+  score = asyncio.run(store_lib.evaluate_configuration(client, items, config, sample_indices=(0, 2)))
   solved = np.array([it.answer == "A" for it in items for _ in (0, 2)])
   per_query = {}
   for call in client.calls:  # cost per query, rebuilt from the fake's own per-call costs
@@ -143,23 +145,23 @@ def test_evaluate_configuration_runs_the_mas_grades_and_rewards_cost():
 def test_random_configurations_are_seeded_and_each_item_gets_its_own():
   space = _math_space()
   runner = PlantedRunner("none")
-  evaluator = oracle.Evaluator(runner, oracle.EvaluationStore())
-  score, distinct = asyncio.run(oracle.random_configurations_reward(space, evaluator, MATH_ITEMS[:10],
+  evaluator = store_lib.Evaluator(runner, store_lib.EvaluationStore())
+  score, distinct = asyncio.run(search_lib.random_configurations_reward(space, evaluator, MATH_ITEMS[:10],
                                                                    draws_per_item=3, seed=1))
-  again, _ = asyncio.run(oracle.random_configurations_reward(space, oracle.Evaluator(
-      PlantedRunner("none"), oracle.EvaluationStore()), MATH_ITEMS[:10], draws_per_item=3, seed=1))
+  again, _ = asyncio.run(search_lib.random_configurations_reward(space, store_lib.Evaluator(
+      PlantedRunner("none"), store_lib.EvaluationStore()), MATH_ITEMS[:10], draws_per_item=3, seed=1))
   assert score.n == 30 and distinct == 30 and again == score
-  with pytest.raises(oracle.OracleError):
-    asyncio.run(oracle.random_configurations_reward(space, evaluator, MATH_ITEMS[:2], draws_per_item=0, seed=1))
+  with pytest.raises(space_lib.OracleError):
+    asyncio.run(search_lib.random_configurations_reward(space, evaluator, MATH_ITEMS[:2], draws_per_item=0, seed=1))
 
 
 def test_skipped_roles_collapse_to_one_configuration_key():
   space = _math_space()
   skip = space.skip
-  a = oracle.Candidate(np.array([[0, 1, 2], [skip, skip, skip], [3, skip, 4]]), 0, "x")
-  b = oracle.Candidate(np.array([[0, 1, 2], [5, 6, skip], [3, skip, 4]]), 0, "x")  # role 1 skipped too
-  c = oracle.Candidate(np.array([[0, 1, 2], [5, 6, 7], [3, skip, 4]]), 0, "x")
-  keys = [oracle.config_key(x.to_mas(space), RunSettings()) for x in (a, b, c)]
+  a = space_lib.Candidate(np.array([[0, 1, 2], [skip, skip, skip], [3, skip, 4]]), 0, "x")
+  b = space_lib.Candidate(np.array([[0, 1, 2], [5, 6, skip], [3, skip, 4]]), 0, "x")  # role 1 skipped too
+  c = space_lib.Candidate(np.array([[0, 1, 2], [5, 6, 7], [3, skip, 4]]), 0, "x")
+  keys = [space_lib.config_key(x.to_mas(space), RunSettings()) for x in (a, b, c)]
   assert keys[0] == keys[1] != keys[2]
 
 
@@ -168,14 +170,14 @@ def test_against_the_sim_the_strong_decider_carries_accuracy_and_the_cheap_agent
   from hieramas_jax.llm.endpoint import make_endpoint  # pylint: disable=import-outside-toplevel
   from hieramas_jax.sim.server import SimConfig, start_sim_in_thread  # pylint: disable=import-outside-toplevel
   items = list(load_items("mmlu_redux")[:30])
-  space = oracle.SearchSpace.make("mmlu_redux", POOL, num_proposers=2, num_random_graphs=0)
-  everywhere = {c.family: c.to_mas(space) for c in oracle.structured_candidates(space)}
+  space = space_lib.SearchSpace.make("mmlu_redux", POOL, num_proposers=2, num_random_graphs=0)
+  everywhere = {c.family: c.to_mas(space) for c in space_lib.structured_candidates(space)}
   handle = start_sim_in_thread(SimConfig(seed=0))
 
   async def go():
     async with LLMClient(make_endpoint("sim", base_url=handle.base_url), cache=None) as client:
-      strong = await oracle.evaluate_configuration(client, items, everywhere["structured:gpt-5-mini-alone-Critic"])
-      cheap = await oracle.evaluate_configuration(client, items, everywhere["structured:llama-8b-alone-Critic"])
+      strong = await store_lib.evaluate_configuration(client, items, everywhere["structured:gpt-5-mini-alone-Critic"])
+      cheap = await store_lib.evaluate_configuration(client, items, everywhere["structured:llama-8b-alone-Critic"])
       return strong, cheap
 
   try:
@@ -190,10 +192,10 @@ def test_against_the_sim_the_strong_decider_carries_accuracy_and_the_cheap_agent
 
 
 def test_standard_error_is_clustered_by_item():
-  solved, failed = oracle.QueryOutcome(True, 0.0, 2), oracle.QueryOutcome(False, 0.0, 2)
-  score = oracle.score_outcomes([solved, solved, failed, failed], ["a", "a", "b", "b"])
+  solved, failed = store_lib.QueryOutcome(True, 0.0, 2), store_lib.QueryOutcome(False, 0.0, 2)
+  score = store_lib.score_outcomes([solved, solved, failed, failed], ["a", "a", "b", "b"])
   # Rewards 1, 1, -1, -1 (cost 0); per-item means 1 and -1: SE = std([1, -1], ddof=1) / sqrt(2) = 1.
   assert (score.mean_reward, score.accuracy, score.n, score.items) == (0.0, 0.5, 4, 2)
   assert score.stderr == pytest.approx(1.0)
-  unclustered = oracle.score_outcomes([solved, solved, failed, failed])
+  unclustered = store_lib.score_outcomes([solved, solved, failed, failed])
   assert unclustered.items == 4 and unclustered.stderr == pytest.approx(np.std([1, 1, -1, -1], ddof=1) / 2)

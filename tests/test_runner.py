@@ -18,7 +18,8 @@ from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods import RunContext, known_methods, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import known_methods, make_method
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
 # Every method fits (JAX compiles included) in the module's first test: minutes on a busy 2-core machine.

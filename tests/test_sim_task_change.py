@@ -15,7 +15,8 @@ from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas import roles
-from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.sim import reading
 from hieramas_jax.sim.model import BehaviourModel
 from mas_fakes import FakeClient

@@ -19,8 +19,9 @@ from hieramas_jax.experiment.rundir import prepare_run_dir
 from hieramas_jax.learn import checkpoint as checkpoint_lib
 from hieramas_jax.learn import encoder as encoder_lib
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
 from hieramas_jax.methods.common import ParamState
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.benchmarks.data import load_items
 from mas_fakes import FakeClient
 

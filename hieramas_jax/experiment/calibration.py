@@ -47,8 +47,9 @@ from hieramas_jax.experiment.provenance import atomic_write_json, atomic_write_t
 from hieramas_jax.experiment.table1 import prepare_run_dir, safe_name
 from hieramas_jax.llm.registry import MODELS, POOLS, get_model, get_pool
 from hieramas_jax.mas import structures
-from hieramas_jax.methods.api import Method, RunContext, make_method
+from hieramas_jax.methods.api import Method, RunContext
 from hieramas_jax.methods.fixed_mas import FixedMAS
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.methods.single import SingleCall
 from hieramas_jax.report.table1 import BENCHMARK_TITLES
 

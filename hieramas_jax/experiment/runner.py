@@ -55,7 +55,8 @@ from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWr
                                              WandbWriter, scalar_leaves, stable_run_id, wandb_group)
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.mas.runtime import RunSettings
-from hieramas_jax.methods.api import CELL_ARGS, RunContext, check_method_names, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import CELL_ARGS, check_method_names, make_method
 
 log = logging.getLogger(__name__)
 

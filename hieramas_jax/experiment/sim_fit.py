@@ -31,7 +31,8 @@ from hieramas_jax.benchmarks.data import LETTERS, Item, load_items
 from hieramas_jax.llm.client import CallResult
 from hieramas_jax.llm.registry import MODELS, get_model, get_pool
 from hieramas_jax.mas.runtime import RunSettings, run_mas
-from hieramas_jax.methods.api import RunContext, make_method
+from hieramas_jax.methods.api import RunContext
+from hieramas_jax.methods.registry import make_method
 from hieramas_jax.sim import params as P
 from hieramas_jax.sim import reading
 from hieramas_jax.sim.model import BehaviourModel

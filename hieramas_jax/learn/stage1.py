@@ -67,37 +67,43 @@ from hieramas_jax.learn import policy as policy_lib
 
 @dataclasses.dataclass(frozen=True)
 class Stage1Config:
-  """Hyperparameters (reference values where the paper is silent).
+  """What one stage-1 run is told; its caller gives every mapped field.
+
+  No defaults for what HieraMAS configures: the values a run uses (the paper's, the reference code's
+  where the paper is silent, the per-benchmark ones) have one home, `methods/hieramas/config.py`'s
+  `HieraMASConfig` (fields `stage1_*`), and `methods/hieramas/training.stage1_config` passes each one.
+  A default here would be a second set, different from the first, that library users and tests got
+  silently. Only `baseline_decay`, which HieraMASConfig does not expose, keeps its one default here.
 
   Attributes:
-    learning_rate: AdamW step size.
-    weight_decay: AdamW decoupled weight decay (reference: Adam with weight decay 1e-5).
-    clip_norm: global gradient-norm clip (reference: 1.0).
-    entropy_coef: beta (reference: 1.0; see docs/learn.md: with logits clipped to +-10 and tau
+    learning_rate: AdamW step size (HieraMASConfig.stage1_lr).
+    weight_decay: AdamW decoupled weight decay (stage1_weight_decay).
+    clip_norm: global gradient-norm clip (stage1_clip).
+    entropy_coef: beta (stage1_entropy; see docs/learn.md: with logits clipped to +-10 and tau
       annealed to 0.8 it is strong, so smaller values are worth a sweep).
-    baseline_decay: EMA decay of the per-role baseline.
-    total_steps: length of the temperature schedule.
-    tau_start, tau_end: cosine temperature schedule ends (reference: 10 -> 0.8).
+    total_steps: length of the temperature schedule (stage1_steps, at least 1).
+    tau_start, tau_end: cosine temperature schedule ends (stage1_tau_start, stage1_tau_end).
     samples_per_query: G configurations sampled per query in a batch (G >= 2: leave-one-out
-      baseline; 1: `baseline`).
-    baseline: with G = 1, "moving_average" (per-role EMA) or "none" (reference).
-    sampling: "gumbel" (reference; draws at tau = 1) or "tempered" (draws at the schedule's tau).
+      baseline; 1: `baseline`) (stage1_samples).
+    baseline: with G = 1, "moving_average" (per-role EMA) or "none" (stage1_baseline).
+    sampling: "gumbel" (draws at tau = 1) or "tempered" (draws at the schedule's tau) (stage1_sampling).
     learning_rate_end: the step size falls linearly from learning_rate to it over total_steps (None:
-      constant; the reference's lr_start -> lr_end).
+      constant; the reference's lr_start -> lr_end) (stage1_lr_end).
+    baseline_decay: EMA decay of the per-role baseline (fixed at 0.9 in every HieraMAS run).
   """
 
-  learning_rate: float = 1e-3
-  weight_decay: float = 1e-5
-  clip_norm: float = 1.0
-  entropy_coef: float = 1.0
+  learning_rate: float
+  weight_decay: float
+  clip_norm: float
+  entropy_coef: float
+  total_steps: int
+  tau_start: float
+  tau_end: float
+  samples_per_query: int
+  baseline: str
+  sampling: str
+  learning_rate_end: float | None
   baseline_decay: float = 0.9
-  total_steps: int = 100
-  tau_start: float = 10.0
-  tau_end: float = 0.8
-  samples_per_query: int = 1
-  baseline: str = "moving_average"
-  sampling: str = "tempered"
-  learning_rate_end: float | None = None
 
 
 class Stage1Batch(NamedTuple):
@@ -171,7 +177,7 @@ def make_optimizer(config: Stage1Config) -> optax.GradientTransformation:
   return optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.adamw(lr, weight_decay=config.weight_decay))
 
 
-def create_state(rng: jax.Array, inputs: policy_lib.PolicyInputs, config: Stage1Config = Stage1Config(),
+def create_state(rng: jax.Array, inputs: policy_lib.PolicyInputs, config: Stage1Config,
                  net: policy_lib.LLMSelectionPolicy = policy_lib.DEFAULT_POLICY) -> Stage1State:
   """A fresh state: parameters from `rng`, zero baseline for the R roles of `inputs`.
 

@@ -37,16 +37,32 @@ class Stage2Error(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Stage2Config:
-  """Reference values: lr 5e-4, 20 epochs, dropout 0.5 (in the scorer), 80/20 split by query."""
+  """What one classifier fit is told; its caller gives every mapped field.
 
-  learning_rate: float = 5e-4
-  weight_decay: float = 1e-5
+  Like `stage1.Stage1Config`, no defaults for what HieraMAS configures: the values (reference and
+  per-benchmark) have one home, `HieraMASConfig`'s `stage2_*` fields, mapped by
+  `methods/hieramas/training.stage2_config`. Only `clip_norm`, which HieraMASConfig does not expose,
+  keeps its one default here.
+
+  Attributes:
+    learning_rate, weight_decay: AdamW (stage2_lr, stage2_weight_decay).
+    epochs: most epochs (stage2_epochs).
+    batch_size: queries per update (stage2_batch).
+    patience: epochs without a better validation loss before stopping (stage2_patience).
+    top_k: positives per query (stage2_top_k; the labels are made by the caller, see
+      `contrastive_labels`).
+    val_fraction: share of queries held out for validation (stage2_val_fraction).
+    clip_norm: global gradient-norm clip (fixed at 1.0 in every HieraMAS run).
+  """
+
+  learning_rate: float
+  weight_decay: float
+  epochs: int
+  batch_size: int
+  patience: int
+  top_k: int
+  val_fraction: float
   clip_norm: float = 1.0
-  epochs: int = 20
-  batch_size: int = 32
-  patience: int = 5
-  top_k: int = 2
-  val_fraction: float = 0.2
 
 
 class Stage2Batch(NamedTuple):
@@ -155,7 +171,7 @@ def make_optimizer(config: Stage2Config) -> optax.GradientTransformation:
                      optax.adamw(config.learning_rate, weight_decay=config.weight_decay))
 
 
-def create_state(rng, batch: Stage2Batch, config: Stage2Config = Stage2Config(),
+def create_state(rng, batch: Stage2Batch, config: Stage2Config,
                  net: gcn_lib.GCNScorer = gcn_lib.DEFAULT_SCORER) -> Stage2State:
   """A fresh state, built under jit (eager init compiles op by op), with an int32 `step` array."""
   return _create_fn(config, net)(rng, jnp.asarray(batch.query_emb[:1]), jnp.asarray(batch.role_emb),
@@ -214,7 +230,7 @@ def _pad_to(batch: Stage2Batch, size: int) -> Stage2Batch:
                         node_mask=pad(batch.node_mask), labels=pad(batch.labels), label_mask=pad(batch.label_mask))
 
 
-def fit(data: Stage2Batch, rng: jax.Array, config: Stage2Config = Stage2Config(), *,
+def fit(data: Stage2Batch, rng: jax.Array, config: Stage2Config, *,
         net: gcn_lib.GCNScorer = gcn_lib.DEFAULT_SCORER, split_seed: int = 0, on_epoch=None):
   """Trains the scorer on the queries of `data` with an 80/20 split by query and early stopping.
 

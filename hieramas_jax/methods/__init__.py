@@ -1,7 +1,6 @@
-"""Table 1 methods behind one interface (`Method.solve(ctx, item) -> Trace`), constructible by name."""
+"""Table 1 methods behind one interface (`api.Method.solve(ctx, item) -> Trace`), built by name
+through `registry.make_method`.
 
-from hieramas_jax.methods.api import (METHODS, Method, RunContext, UnknownMethodError, check_method_names,
-                                      known_methods, make_method, register)
-
-__all__ = ["METHODS", "Method", "RunContext", "UnknownMethodError", "check_method_names", "known_methods",
-           "make_method", "register"]
+Nothing is imported here: `api.py` is the interface every method imports, `registry.py` the table that
+imports every method; importing a method package must not drag in the others.
+"""

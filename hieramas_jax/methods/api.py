@@ -1,4 +1,4 @@
-"""The one method interface, the per-run context every method receives, and the registry by name.
+"""The one method interface, the per-run context every method receives, and its errors.
 
 Every Table 1 method is one object with
 
@@ -13,6 +13,8 @@ Every Table 1 method is one object with
 
 Methods import `mas`, `learn`, `llm`, `benchmarks` and never the experiment or report layers: the
 runner (`experiment/runner.py`) is the only code that drives them, so adding a method never touches it.
+This module imports no method: every method package imports it, and the name -> factory table that
+imports them all lives one floor up, in `registry.py`.
 """
 
 from __future__ import annotations
@@ -139,70 +141,14 @@ class Untrained:
 
 
 class UnknownMethodError(KeyError):
-  """A method name that is not registered."""
+  """A method name that is not in the registry (`registry.METHODS`).
+
+  Raised with the known names so the message can list them without this module importing the table
+  (the registry imports every method package, and they import this module).
+  """
+
+  def __init__(self, name: str, known: Sequence[str] = ()):
+    super().__init__(name, tuple(sorted(known)))
 
   def __str__(self) -> str:
-    return f"unknown method {self.args[0]!r}; known: {', '.join(sorted(METHODS))}"
-
-
-# Keyword arguments the runner passes to every factory: which cell the method is built for.
-CELL_ARGS = ("benchmark", "pool", "seed")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Entry:
-  factory: Callable[..., Method]
-  per_cell: bool  # the factory takes benchmark / pool / seed
-
-
-METHODS: dict[str, _Entry] = {}
-
-
-def register(name: str, *, per_cell: bool = False) -> Callable[[Callable[..., Method]], Callable[..., Method]]:
-  """Decorator: make a method constructible by name.
-
-  Args:
-    name: the registry name.
-    per_cell: the factory needs the cell (`benchmark`, `pool`, `seed` keywords): learned methods
-      and anything whose structure depends on the benchmark's roles. Others never see them.
-  """
-  def deco(factory):
-    if name in METHODS:
-      raise ValueError(f"method {name!r} registered twice")
-    METHODS[name] = _Entry(factory, per_cell)
-    return factory
-  return deco
-
-
-def make_method(name: str, **kwargs: Any) -> Method:
-  """A method instance by its registry name, e.g. make_method("sc_cot") or
-  make_method("gdesigner", benchmark="math", pool="gpt-5-mini", seed=0, iterations=4)."""
-  _load_builtin_methods()
-  try:
-    entry = METHODS[name]
-  except KeyError:
-    raise UnknownMethodError(name) from None
-  if not entry.per_cell:
-    kwargs = {k: v for k, v in kwargs.items() if k not in CELL_ARGS}
-  return entry.factory(**kwargs)
-
-
-def check_method_names(names: Sequence[str]) -> list[str]:
-  """Validates names up front (before a run starts) so a typo fails in the first second."""
-  _load_builtin_methods()
-  for n in names:
-    if n not in METHODS:
-      raise UnknownMethodError(n)
-  return list(names)
-
-
-def known_methods() -> list[str]:
-  _load_builtin_methods()
-  return sorted(METHODS)
-
-
-def _load_builtin_methods() -> None:
-  # Importing the modules runs their @register decorators.
-  # pylint: disable=import-outside-toplevel,unused-import
-  from hieramas_jax.methods import debate, self_consistency, single  # noqa: F401
-  from hieramas_jax.methods import aflow, gdesigner, graphs, hieramas, masrouter, static_search  # noqa: F401
+    return f"unknown method {self.args[0]!r}; known: {', '.join(self.args[1])}"

@@ -23,7 +23,7 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.runtime import Clock, call_llm
 from hieramas_jax.mas.trace import NO_NODE, Trace
-from hieramas_jax.methods.api import RunContext, Untrained, register
+from hieramas_jax.methods.api import RunContext, Untrained
 from hieramas_jax.methods.voting import majority_vote
 
 EXPLAIN = "Explain your reasoning."
@@ -90,6 +90,5 @@ class Debate(Untrained):
                                  "counts": [[str(a)[:200], n, i] for a, n, i in vote.counts]}})
 
 
-@register("debate")
 def make_debate(**kwargs) -> Debate:
   return Debate(**kwargs)

@@ -19,7 +19,6 @@ role), which is also the structure the simulator's Full-Graph validation runs (`
 from __future__ import annotations
 
 import dataclasses
-import zlib
 
 import jax
 import numpy as np
@@ -30,7 +29,8 @@ from hieramas_jax.mas import structures
 from hieramas_jax.mas.config import MASConfig
 from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
-from hieramas_jax.methods.api import RunContext, Untrained, register
+from hieramas_jax.methods.api import RunContext, Untrained
+from hieramas_jax.methods.digest import item_fold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +71,7 @@ class RandomGraph(Untrained):
 
   def graph_for(self, seed: int, item: Item, num_roles: int) -> np.ndarray:
     """The query's DAG: a pure function of the seed (and, per_query, the item id), whatever the order."""
-    fold = zlib.crc32(item.id.encode()) if self.per_query else 0
+    fold = item_fold(item.id) if self.per_query else 0
     adj = graph_pool.random_dags_at(jax.random.key(seed), np.uint32(fold),
                                     np.float32(self.min_density), np.float32(self.max_density), count=1,
                                     num_nodes=num_roles)
@@ -85,11 +85,9 @@ class RandomGraph(Untrained):
     return trace
 
 
-@register("full_graph")
 def make_full_graph(**kwargs) -> FullGraph:
   return FullGraph(**kwargs)
 
 
-@register("random_graph")
 def make_random_graph(**kwargs) -> RandomGraph:
   return RandomGraph(**kwargs)

@@ -13,7 +13,7 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.runtime import Clock, call_llm
 from hieramas_jax.mas.trace import NO_NODE, Trace
-from hieramas_jax.methods.api import RunContext, Untrained, register
+from hieramas_jax.methods.api import RunContext, Untrained
 from hieramas_jax.methods.voting import majority_vote
 
 
@@ -50,11 +50,9 @@ class SelfConsistency(Untrained):
                                  "counts": [[str(a)[:200], n, i] for a, n, i in vote.counts]}})
 
 
-@register("sc")
 def make_sc(**kwargs) -> SelfConsistency:
   return SelfConsistency(cot=False, **kwargs)
 
 
-@register("sc_cot")
 def make_sc_cot(**kwargs) -> SelfConsistency:
   return SelfConsistency(cot=True, **kwargs)

@@ -8,7 +8,7 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.mas import roles
 from hieramas_jax.mas.runtime import Clock, call_llm
 from hieramas_jax.mas.trace import NO_NODE, Trace
-from hieramas_jax.methods.api import RunContext, Untrained, register
+from hieramas_jax.methods.api import RunContext, Untrained
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,11 +41,9 @@ class SingleCall(Untrained):
     return Trace(item_id=item.id, method=self.name, final_text=rec.text, calls=[rec])
 
 
-@register("base")
 def make_base(**kwargs) -> SingleCall:
   return SingleCall(cot=False, **kwargs)
 
 
-@register("cot")
 def make_cot(**kwargs) -> SingleCall:
   return SingleCall(cot=True, **kwargs)

@@ -7,13 +7,3 @@
 Where AFlow's optimizer LLM writes workflow code, this search draws one-step operator edits instead
 (docs/methods.md).
 """
-
-from __future__ import annotations
-
-from hieramas_jax.methods.api import register
-
-
-@register("aflow", per_cell=True)
-def make_aflow(**kwargs):
-  from hieramas_jax.methods.aflow.method import make  # pylint: disable=import-outside-toplevel
-  return make(**kwargs)

@@ -3,13 +3,3 @@
   model.py   the topology net (jraph GCN over the role graph -> edge probabilities), edge sampling, loss
   method.py  the `GDesigner` method: fit (REINFORCE on real rollouts), load, solve (3 rounds of agents)
 """
-
-from __future__ import annotations
-
-from hieramas_jax.methods.api import register
-
-
-@register("gdesigner", per_cell=True)
-def make_gdesigner(**kwargs):
-  from hieramas_jax.methods.gdesigner.method import make  # pylint: disable=import-outside-toplevel
-  return make(**kwargs)

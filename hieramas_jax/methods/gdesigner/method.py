@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import zlib
 from typing import Any, Sequence
 
 import jax
@@ -35,6 +34,7 @@ from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.code_tools import docstring_check
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
+from hieramas_jax.methods.digest import item_fold
 from hieramas_jax.methods.gdesigner import model
 
 _TRAIN_STREAM, _SOLVE_STREAM = 1, 2
@@ -201,7 +201,7 @@ class GDesigner:
         raise MethodError("gdesigner.solve before fit() or load()")
       self.params = self._fresh_state()["params"]
     probs = (await asyncio.to_thread(self._probs, await self.queries.get([item.question])))[0]
-    rng = np.random.default_rng([self.seed, _SOLVE_STREAM, zlib.crc32(item.id.encode())])
+    rng = np.random.default_rng([self.seed, _SOLVE_STREAM, item_fold(item.id)])
     adjs, _ = model.sample_rounds(probs, self.config.rounds, rng)
     trace = await run_rounds(ctx.client, item, self._rounds_config(adjs, ctx.pool.strong), ctx.settings,
                              method=self.name, code_check=self._code_check(item))

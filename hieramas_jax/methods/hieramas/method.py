@@ -26,7 +26,6 @@ import asyncio
 import json
 import logging
 import pathlib
-import zlib
 from typing import Any, Sequence
 
 import jax
@@ -44,8 +43,9 @@ from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ENCODER_LOCK
+from hieramas_jax.methods.digest import item_fold
 from hieramas_jax.methods.hieramas import training
-from hieramas_jax.methods.hieramas.config import HieraMASConfig
+from hieramas_jax.methods.hieramas.config import TOTAL_COST_RECIPE, HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup, consensus_index
 from hieramas_jax.methods.voting import majority_vote
 
@@ -65,11 +65,6 @@ def inference_pool(cfg: HieraMASConfig, num_roles: int) -> graph_pool.GraphPool:
   chain, star, full."""
   return graph_pool.make_pool(cfg.seed, num_roles, cfg.num_candidates - 3, min_density=cfg.pool_min_density,
                               max_density=cfg.pool_max_density, include_reference=True)
-
-
-def item_fold(item_id: str) -> int:
-  """The fold of a query in every per-query key and generator: crc32 of its id (stable across runs)."""
-  return zlib.crc32(item_id.encode())
 
 
 def query_candidates(cfg: HieraMASConfig, num_roles: int, item_id: str) -> graph_pool.GraphPool:
@@ -309,3 +304,26 @@ class HieraMAS:
 def warm_up(method: HieraMAS, item: Item) -> None:
   """Compiles the inference functions once before concurrent solving (keeps the event loop responsive)."""
   jax.block_until_ready(method.choose(item))
+
+
+def make(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, config: HieraMASConfig | None = None,
+         **fields) -> HieraMAS:
+  """`make_method("hieramas", benchmark=..., pool=..., seed=..., stage1_steps=20)`, or with a whole
+  `config=HieraMASConfig(...)` (whose benchmark, pool and seed must then agree with the cell's)."""
+  if config is None:
+    cell = {k: v for k, v in (("benchmark", benchmark), ("pool", pool)) if v is not None}
+    config = HieraMASConfig(**cell, seed=seed, **fields)
+  else:
+    if fields:
+      raise HieraMASError(f"give either config= or fields, not both ({', '.join(sorted(fields))})")
+    for name, value in (("benchmark", benchmark), ("pool", pool)):
+      if value is not None and getattr(config, name) != value:
+        raise HieraMASError(f"config.{name} is {getattr(config, name)!r} but the cell's is {value!r}")
+  return HieraMAS(config)
+
+
+def make_total_cost(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, **fields) -> HieraMAS:
+  """HieraMAS with `config.TOTAL_COST_RECIPE` (fields given here override it): the same runner, its own row."""
+  method = make(benchmark=benchmark, pool=pool, seed=seed, **{**TOTAL_COST_RECIPE, **fields})
+  method.name = "hieramas_total_cost"
+  return method

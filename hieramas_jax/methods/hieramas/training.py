@@ -34,8 +34,8 @@ from tqdm.auto import tqdm
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import checkpoint as checkpoint_lib
-from hieramas_jax.learn.batching import batch_indices  # noqa: F401  (also imported from here)
-from hieramas_jax.learn.checkpoint import params_sha256  # noqa: F401  (also imported from here)
+from hieramas_jax.learn.batching import batch_indices
+from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import policy as policy_lib
@@ -109,6 +109,7 @@ def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float
 
 
 def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
+  """learn's stage-1 config from the run's: every field from HieraMASConfig, the one home of the defaults."""
   return stage1_lib.Stage1Config(learning_rate=cfg.stage1_lr, weight_decay=cfg.stage1_weight_decay,
                                  clip_norm=cfg.stage1_clip, entropy_coef=cfg.stage1_entropy,
                                  total_steps=max(cfg.stage1_steps, 1), tau_start=cfg.stage1_tau_start,
@@ -377,6 +378,7 @@ def stage2_batch(data: dict[str, np.ndarray], role_emb: np.ndarray, drop_ties: b
 
 
 def stage2_config(cfg: HieraMASConfig) -> stage2_lib.Stage2Config:
+  """learn's stage-2 config from the run's: every field from HieraMASConfig, the one home of the defaults."""
   return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, weight_decay=cfg.stage2_weight_decay,
                                  epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
                                  patience=cfg.stage2_patience, top_k=cfg.stage2_top_k,

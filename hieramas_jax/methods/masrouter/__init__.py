@@ -4,13 +4,3 @@ of agents, their roles and their LLMs; REINFORCE on utility minus a cost penalty
   model.py   the controller (Flax), its multinomial log-probability and the reference's loss
   method.py  the `MASRouter` method: fit, load, solve (the routed system run by `mas.rounds`)
 """
-
-from __future__ import annotations
-
-from hieramas_jax.methods.api import register
-
-
-@register("masrouter", per_cell=True)
-def make_masrouter(**kwargs):
-  from hieramas_jax.methods.masrouter.method import make  # pylint: disable=import-outside-toplevel
-  return make(**kwargs)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import zlib
 from typing import Any, Sequence
 
 import jax
@@ -40,6 +39,7 @@ from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.code_tools import docstring_check
 from hieramas_jax.methods.common import ParamState, QueryEmbeddings, check_pool, embed_now, off_loop, role_texts
+from hieramas_jax.methods.digest import item_fold
 from hieramas_jax.methods.masrouter import model
 
 # Collaboration modes and their profiles, as the public code words them (`MAR/Agent/reasoning_profile.py`;
@@ -294,7 +294,7 @@ class MASRouter:
     if self.params is None:
       raise MethodError("masrouter.solve before fit() or load()")
     inputs = await self._inputs([item])
-    rng = jax.random.fold_in(jax.random.key(self.seed), _SOLVE_STREAM * 1_000_003 + zlib.crc32(item.id.encode()))
+    rng = jax.random.fold_in(jax.random.key(self.seed), _SOLVE_STREAM * 1_000_003 + item_fold(item.id))
     out = await off_loop(model.sample, self.params, inputs, rng, net=self.net)
     mode, system = self.system(out.choices, 0)
     trace = await run_rounds(ctx.client, item, system, self._settings(ctx), method=self.name,

@@ -1,22 +1,8 @@
 """The oracle of the regret: the best static configuration (`static_search`, whose fit is a successive-
 halving search) and uniformly random static configurations (`random_config`).
 
-  search.py  the search space, candidate families, the per-query evaluation store, successive halving
+  space.py   the search space, candidate families, a configuration's key and description
+  store.py   the per-query evaluation store, scores, the evaluator
+  search.py  successive halving, the holdout re-ranking, the search config (`SearchConfig`)
   method.py  the two methods
 """
-
-from __future__ import annotations
-
-from hieramas_jax.methods.api import register
-
-
-@register("static_search", per_cell=True)
-def make_static_search(**kwargs):
-  from hieramas_jax.methods.static_search.method import make  # pylint: disable=import-outside-toplevel
-  return make(**kwargs)
-
-
-@register("random_config")
-def make_random_config(**kwargs):
-  from hieramas_jax.methods.static_search.method import RandomConfig  # pylint: disable=import-outside-toplevel
-  return RandomConfig(**kwargs)

@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import json
 import pathlib
-import zlib
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,7 +28,10 @@ from hieramas_jax.mas.runtime import run_mas
 from hieramas_jax.mas.trace import Trace
 from hieramas_jax.methods.api import MethodError, RunContext, Untrained
 from hieramas_jax.methods.common import check_pool
+from hieramas_jax.methods.digest import item_fold
 from hieramas_jax.methods.static_search import search
+from hieramas_jax.methods.static_search import space as space_lib
+from hieramas_jax.methods.static_search import store as store_lib
 
 WINNER_FILE = "winner.json"
 _STREAM_SOLVE = 11
@@ -43,9 +45,9 @@ class StaticSearch:
 
   def __init__(self, benchmark: str, pool: str, seed: int = 0, config: search.SearchConfig = search.SearchConfig()):
     self.benchmark, self.pool_name, self.seed, self.config = benchmark, pool, seed, config
-    self.space = search.SearchSpace.make(benchmark, get_pool(pool), num_proposers=config.num_proposers,
-                                         graph_seed=seed, num_random_graphs=config.num_random_graphs)
-    self.winner: search.Candidate | None = None
+    self.space = space_lib.SearchSpace.make(benchmark, get_pool(pool), num_proposers=config.num_proposers,
+                                            graph_seed=seed, num_random_graphs=config.num_random_graphs)
+    self.winner: space_lib.Candidate | None = None
 
   def describe(self) -> dict[str, Any]:
     return {"benchmark": self.benchmark, "pool": self.pool_name, "seed": self.seed, **dataclasses.asdict(self.config)}
@@ -53,10 +55,10 @@ class StaticSearch:
   async def fit(self, train: Sequence[Item], val: Sequence[Item], ctx: RunContext) -> dict[str, Any]:
     check_pool(self.name, self.pool_name, ctx)
     state_dir = ctx.require_state_dir(self.name)
-    store = search.EvaluationStore(state_dir / search.EVALUATIONS_FILE)
+    store = store_lib.EvaluationStore(state_dir / store_lib.EVALUATIONS_FILE)
     try:
-      evaluator = search.Evaluator(search.MASQueryRunner(ctx.client, ctx.settings), store, settings=ctx.settings,
-                                   max_queries=ctx.query_bound(64), progress=ctx.progress)
+      evaluator = store_lib.Evaluator(store_lib.MASQueryRunner(ctx.client, ctx.settings), store,
+                                      settings=ctx.settings, max_queries=ctx.query_bound(64), progress=ctx.progress)
       winner, record = await search.run_search(self.config, self.space, evaluator, list(train) + list(val), self.seed)
       outcomes = store.outcomes()
     finally:
@@ -75,7 +77,7 @@ class StaticSearch:
     if not path.exists():
       raise MethodError(f"{state_dir} holds no finished static search ({WINNER_FILE} missing)")
     data = json.loads(path.read_text())
-    self.winner = search.Candidate(np.asarray(data["choices"], np.int64), int(data["graph"]), data["family"])
+    self.winner = space_lib.Candidate(np.asarray(data["choices"], np.int64), int(data["graph"]), data["family"])
 
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del items, ctx
@@ -102,17 +104,17 @@ class RandomConfig(Untrained):
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     space = _space(item.benchmark, ctx.pool.name, self.num_proposers, ctx.seed, self.num_random_graphs)
-    rng = np.random.default_rng([ctx.seed, _STREAM_SOLVE, zlib.crc32(item.id.encode())])
-    candidate = search.uniform_candidate(space, rng)
+    rng = np.random.default_rng([ctx.seed, _STREAM_SOLVE, item_fold(item.id)])
+    candidate = space_lib.uniform_candidate(space, rng)
     trace = await run_mas(ctx.client, item, candidate.to_mas(space), ctx.settings, method=self.name)
     trace.extra["configuration"] = {"choices": candidate.choices.tolist(), "graph": int(candidate.graph)}
     return trace
 
 
 @functools.lru_cache(maxsize=32)
-def _space(benchmark: str, pool: str, num_proposers: int, seed: int, num_random_graphs: int) -> search.SearchSpace:
-  return search.SearchSpace.make(benchmark, get_pool(pool), num_proposers=num_proposers, graph_seed=seed,
-                                 num_random_graphs=num_random_graphs)
+def _space(benchmark: str, pool: str, num_proposers: int, seed: int, num_random_graphs: int) -> space_lib.SearchSpace:
+  return space_lib.SearchSpace.make(benchmark, get_pool(pool), num_proposers=num_proposers, graph_seed=seed,
+                                    num_random_graphs=num_random_graphs)
 
 
 def make(*, benchmark: str, pool: str, seed: int = 0, **options) -> StaticSearch:

@@ -4,7 +4,8 @@ One runner table per (recipe, k): method "hieramas" (the published decision-cost
 "hieramas_total_cost" (the total-cost variant), option `reward_k = k`, tag `k<k>`. The recipe's own
 default k (300) runs untagged without the option, so it IS the Table 1 cell of that row (trained once,
 read by both). Every cell resumes like any runner cell: a killed frontier run picks up where it stopped,
-and finished cells are only read.
+and finished cells are only read. It drives the runner, so it lives in the experiment layer (methods/
+never imports it).
 """
 
 from __future__ import annotations
