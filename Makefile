@@ -106,6 +106,7 @@ bench: install
 	$(PY) experiments/bench_sandbox.py
 	$(PY) experiments/bench_cache.py
 	$(PY) experiments/bench_encoder.py
+	$(PY) experiments/bench_timing.py
 
 # What all of Table 1 would cost on the paper's pool on OpenRouter: an estimate from the committed simulated
 # run (no request, no key): results/dry_run_openrouter_paper.txt.
