@@ -10,7 +10,7 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test test-real dry-run-paper reproduce-table1 reproduce-table3 regret frontier \
+.PHONY: install sandbox-tools report-tools test test-all test-real dry-run-paper reproduce-table1 reproduce-table3 regret frontier \
 	calibrate bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim \
 	sim-sensitivity results
 
@@ -60,7 +60,12 @@ report-tools:
 	            "browser test will be skipped (install the 'chromium' package)" >&2; \
 	fi
 
+# Two tiers (setup.cfg's `slow` marker): `make test` is the fast tier, every test not marked slow (under 5
+# minutes on a quiet 2-core machine); `make test-all` runs everything (CI). Skip reasons are printed (-rs).
 test: install
+	$(PY) -m pytest tests -m "not slow"
+
+test-all: install
 	$(PY) -m pytest tests
 
 # The real-server tier: every method against a real OpenAI-compatible server (transformers serve with
@@ -106,6 +111,7 @@ bench: install
 	$(PY) experiments/bench_sandbox.py
 	$(PY) experiments/bench_cache.py
 	$(PY) experiments/bench_encoder.py
+	$(PY) experiments/bench_timing.py
 
 # What all of Table 1 would cost on the paper's pool on OpenRouter: an estimate from the committed simulated
 # run (no request, no key): results/dry_run_openrouter_paper.txt.

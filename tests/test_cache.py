@@ -188,6 +188,8 @@ def _open_at_barrier(directory, barrier, answers):
     answers.put(repr(e))
 
 
+# Slow (600 process starts); the fast tier opens, imports and replays stores in one process.
+@pytest.mark.slow
 def test_processes_opening_one_new_store_together_all_succeed(tmp_path):
   """Six processes open one fresh store at the same instant, 100 times over. Switching a new file into
   WAL answers SQLITE_BUSY without the busy handler; before the retry, about 4% of these opens failed

@@ -128,6 +128,9 @@ def test_reference_credit_is_the_role_reward_on_every_position_without_a_baselin
       np.abs(np.concatenate([role_rewards, role_rewards.mean(1, keepdims=True)], 1)).mean(), rel=1e-6)
 
 
+# Slow (two compiles of the stage-1 sampling step, about a minute on a loaded 2-core machine); the policy's
+# sampling itself is in the fast tier (tests/test_learn_policy.py).
+@pytest.mark.slow
 def test_gumbel_sampling_ignores_the_schedules_temperature():
   inputs = _inputs(batch=64)
   gumbel = _config(total_steps=12, tau_start=10.0, sampling="gumbel")

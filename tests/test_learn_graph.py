@@ -138,6 +138,8 @@ def test_one_trace_for_new_queries_and_pools_and_same_seed_same_scores(pool):
   assert gcn.score_candidates._cache_size() == size
 
 
+# Slow (a 10,000-graph batch); batched scoring of a query's pool is in the fast tier at small K.
+@pytest.mark.slow
 def test_k_10000_candidates_in_one_call():
   roles, query = _emb(8, 2), _emb(1, 1)
   base = graph_pool.make_pool(3, 8, 97)  # tile a 100-graph pool to 10,000 (scoring, not generation, is tested)
@@ -162,6 +164,8 @@ def test_contrastive_labels_by_hand():
   assert len(train) == 8 and len(val) == 2 and not set(train) & set(val)
 
 
+# Slow (a convergence run); the fast tier checks the scorer against a naive GCN and by hand.
+@pytest.mark.slow
 def test_stage2_learns_which_graphs_are_good():
   # Synthetic ground truth: queries with a positive first feature want dense graphs, others sparse.
   num_q, per_q = 120, 5

@@ -143,6 +143,8 @@ def _train(state, inputs, config, steps, k_sample, k_update):
   return state, metrics
 
 
+# Slow (a convergence run); the fast tier checks stage-1 steps by hand and their resume from a checkpoint.
+@pytest.mark.slow
 def test_stage1_learns_the_rewarded_choice():
   inputs, config = _inputs(), CONFIG
   state = stage1.create_state(jax.random.key(0), inputs, config, TINY)

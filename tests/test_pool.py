@@ -221,6 +221,9 @@ def test_a_mixed_pool_runs_in_one_command(tmp_path):
   assert sum(n for name, n in rows.items() if name.startswith("sim:seed0:")) == 3  # gpt-5-mini on the embedded sim
 
 
+# Slow (two runs of the entry point in a subprocess); the cap's arithmetic, its stop before the call that could
+# cross it and the resume without paying twice are in the fast tier at the client (tests/test_client.py).
+@pytest.mark.slow
 def test_the_spend_cap_stops_a_run_cleanly_and_a_rerun_resumes_without_paying_twice(tmp_path):
   args = ["--methods=base,cot", "--benchmarks=mmlu_redux", "--pools=gpt-5-mini", "--limit=8", "--max_concurrency=1",
           "--max_queries=1"]

@@ -177,6 +177,8 @@ def test_table4_shows_the_share_of_cut_calls_and_a_real_endpoint_is_named_not_ca
   assert md.splitlines()[0] == "# Table 1 - pool:local_smoke:0123456789ab"
 
 
+# Slow (make_report twice over every table); the fast tier builds each table from a small record above.
+@pytest.mark.slow
 def test_make_report_twice_leaves_every_table_byte_identical(tmp_path):
   """Regenerating when nothing but the time (and the command) changed rewrites no table file."""
   results = tmp_path / "results"

@@ -12,13 +12,10 @@ import socket
 import pytest
 
 from hieramas_jax.benchmarks import data as data_lib
-from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import from_repo
-from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, TableSpec, run_table
+from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED
 from hieramas_jax.fileio import atomic_write_json
-from hieramas_jax.llm.client import LLMClient
-from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.mas.roles import roles_for
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.paths import RESULTS_DIR
@@ -27,11 +24,10 @@ from hieramas_jax.report.ablations import write_ablation_tables
 from hieramas_jax.report.html import build_report, jaccard_matrix, pareto_front, write_report
 from hieramas_jax.report.sweeps import sweep_record, write_sweep
 from hieramas_jax.report.table1 import write_tables
-from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 from chromium_page import chromium_path, load_page
+import tiny_reproduction as tiny
 
-TINY = {"stage1_steps": 2, "stage1_batch": 2, "stage1_samples": 2, "stage1_val_every": 2, "k_pool": 8,
-        "stage2_graphs": 2, "stage2_epochs": 2, "stage2_batch": 4}
+TINY = tiny.TINY_HIERAMAS
 
 
 def test_pareto_front_and_jaccard_by_hand():
@@ -42,27 +38,16 @@ def test_pareto_front_and_jaccard_by_hand():
 
 
 @pytest.fixture(scope="module")
-def tiny_results(tmp_path_factory):
-  """results/ of a tiny real reproduction: Table 1 (base + HieraMAS), HieraMAS's results file, its w/o Graph
-  ablation (loads the main fit), the committed calibration, and a K sweep of the two."""
-  root = tmp_path_factory.mktemp("tiny")
-  results = root / "results"
-  sim = start_sim_in_thread(SimConfig(seed=0))
-
-  def spec(methods, options, **kw):
-    return TableSpec(methods, ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, 3, options, **kw)
-
-  async def go(s):
-    endpoint = sim_endpoint(sim.base_url)
-    async with LLMClient(endpoint) as client:
-      return await run_table(s, {0: Backend(client, endpoint, None)}, run_root=root / "runs", flags={},
-                             progress=False)
-  try:
-    main = asyncio.run(go(spec(("base", "hieramas"), {"hieramas": TINY})))
-    ablation = asyncio.run(go(spec(("hieramas",), {"hieramas": {**TINY, "graph_mode": "random_vote"}},
-                                   tag="wo_graph", load_from={"hieramas": SAME_RUN_UNTAGGED})))
-  finally:
-    sim.close()
+def tiny_results(tiny_reproduction, tmp_path_factory):
+  """results/ of the session's tiny real reproduction: Table 1 (base + HieraMAS), HieraMAS's results file,
+  its w/o Graph ablation (loads the main fit, run here into the reproduction's run root), the committed
+  calibration, and a K sweep of the two."""
+  results = tmp_path_factory.mktemp("tiny") / "results"
+  main = tiny_reproduction.table
+  ablation = asyncio.run(tiny.run(tiny_reproduction.sim,
+                                  tiny.spec(("hieramas",), {"hieramas": {**TINY, "graph_mode": "random_vote"}},
+                                            tag="wo_graph", load_from={"hieramas": SAME_RUN_UNTAGGED}),
+                                  tiny_reproduction.run_root))
   write_tables(main, results)
   files = []
   for table, tag in ((main, ""), (ablation, "wo_graph")):

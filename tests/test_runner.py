@@ -20,7 +20,7 @@ from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.methods.api import RunContext
 from hieramas_jax.methods.registry import known_methods, make_method
-from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
+import tiny_reproduction as tiny
 
 # Every method fits (JAX compiles included) in the module's first test: minutes on a busy 2-core machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -32,8 +32,7 @@ TINY = {
     "aflow": {"rounds": 3},
     "static_search": {"budget": 700, "num_random_graphs": 3, "min_items": 3, "max_search_items": 9},
     "random_config": {"num_random_graphs": 3},
-    "hieramas": {"stage1_steps": 2, "stage1_batch": 2, "stage1_samples": 2, "stage1_val_every": 2, "k_pool": 8,
-                 "stage2_graphs": 2, "stage2_epochs": 2, "stage2_batch": 4},
+    "hieramas": tiny.TINY_HIERAMAS,  # the session's tiny reproduction's budget: its cell is reused
     "debate": {},
 }
 TRAINABLE = ("gdesigner", "masrouter", "aflow", "static_search", "hieramas")
@@ -52,10 +51,8 @@ class Counting:
 
 
 @pytest.fixture(scope="module")
-def sim():
-  handle = start_sim_in_thread(SimConfig(seed=0))
-  yield handle
-  handle.close()
+def sim(session_sim):
+  return session_sim
 
 
 def _spec(methods, *, test=3, **kwargs):
@@ -79,10 +76,14 @@ async def _table(sim, spec, run_root, *, cache_dir=None, max_queries=8, counting
 
 
 @pytest.fixture(scope="module")
-def every_method(sim, tmp_path_factory):
-  root = tmp_path_factory.mktemp("every-method")
+def every_method(tiny_reproduction, sim):
+  """Every method's cell in one table, run in the session's tiny reproduction's run root: its Base and
+  HieraMAS cells (the same spec, budget and queries) are finished there and resume; the others fit and
+  solve here, all in the one table run."""
+  root = tiny_reproduction.run_root
   methods = [m for m in known_methods() if m in TINY or m in ("base", "cot", "sc", "sc_cot", "full_graph",
                                                                "random_graph")]
+  assert set(tiny.METHODS) <= set(methods)
   table, _ = asyncio.run(_table(sim, _spec(methods), root))
   return root, table
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from hieramas_jax.paths import REPO_DIR
 from hieramas_jax.report.sensitivity import sensitivity_markdown, sensitivity_record
 
@@ -38,6 +40,8 @@ def test_orderings_hold_flip_or_tie_across_profiles():
   assert "simulated pool" in md.splitlines()[0] and "**flips**" in md
 
 
+# Slow (the script end to end in a subprocess, three profiles); the orderings' logic is in the fast tier above.
+@pytest.mark.slow
 def test_the_script_runs_three_profiles_on_a_tiny_config_and_refuses_a_real_endpoint(tmp_path):
   env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "WANDB_MODE": "disabled"}
   cmd = [sys.executable, str(REPO_DIR / "experiments" / "sim_sensitivity.py"), "--methods=sc_cot,debate",
