@@ -22,7 +22,7 @@ from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, pa
                                       run_or_exit, selected_flags)
 from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError
+from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError
 from hieramas_jax.methods.hieramas.frontier import DEFAULT_KS, RECIPE_METHODS, frontier_specs, run_frontier

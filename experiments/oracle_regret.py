@@ -22,7 +22,8 @@ from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, pa
 from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
 from hieramas_jax.experiment.writers import log_result_run
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import InvalidRunError, TableSpec, parse_method_options
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError
@@ -69,10 +70,12 @@ def main(argv):
              "num_random_graphs": FLAGS.num_random_graphs,
              **run_or_exit(lambda: parse_method_options(f"static_search.{o}" for o in FLAGS.search_option),
                            (InvalidRunError,)).get("static_search", {})}
+  train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
   spec = run_or_exit(lambda: TableSpec(
-      ("static_search", "random_config", "hieramas", *SINGLE_CALL), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main",
-      (FLAGS.seed,), {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}, FLAGS.val_limit,
-      FLAGS.limit, {"static_search": options, "random_config": {"num_random_graphs": FLAGS.num_random_graphs}}),
+      methods=("static_search", "random_config", "hieramas", *SINGLE_CALL), benchmarks=tuple(FLAGS.benchmarks),
+      pools=tuple(FLAGS.pools), setting="main", seeds=(FLAGS.seed,), train_limit=train_limit,
+      val_limit=FLAGS.val_limit, test_limit=FLAGS.limit,
+      method_options={"static_search": options, "random_config": {"num_random_graphs": FLAGS.num_random_graphs}}),
       (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
   import jax  # pylint: disable=import-outside-toplevel

@@ -30,7 +30,8 @@ from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, pa
                                       run_or_exit, selected_flags)
 from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import InvalidRunError, TableSpec, parse_method_options
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError, known_methods
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
@@ -82,8 +83,9 @@ def build_spec() -> TableSpec:
       logging.warning("not registered in this checkout, left out: %s", ", ".join(missing))
       methods = tuple(m for m in methods if m not in missing)
   train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
-  return TableSpec(methods, tuple(FLAGS.benchmarks), tuple(FLAGS.pools), FLAGS.setting, seeds, train_limit,
-                   FLAGS.val_limit, FLAGS.limit, parse_method_options(FLAGS.method_option))
+  return TableSpec(methods=methods, benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
+                   setting=FLAGS.setting, seeds=seeds, train_limit=train_limit, val_limit=FLAGS.val_limit,
+                   test_limit=FLAGS.limit, method_options=parse_method_options(FLAGS.method_option))
 
 
 def main(argv):

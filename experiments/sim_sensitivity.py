@@ -25,7 +25,8 @@ from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, pa
 from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import InvalidRunError, TableSpec
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.api import MethodError
@@ -64,8 +65,9 @@ def check_flags() -> TableSpec:
   if unknown:
     raise InvalidRunError(f"unknown --profiles {unknown}; known: {', '.join(PROFILES)}")
   train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
-  return TableSpec(tuple(FLAGS.methods), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main", (FLAGS.seed,),
-                   train_limit, None, FLAGS.limit, {})
+  return TableSpec(methods=tuple(FLAGS.methods), benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
+                   setting="main", seeds=(FLAGS.seed,), train_limit=train_limit, val_limit=None,
+                   test_limit=FLAGS.limit, method_options={})
 
 
 def main(argv):

@@ -26,7 +26,8 @@ from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, pa
                                       run_or_exit, selected_flags)
 from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
-from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import POOLS
@@ -118,11 +119,13 @@ def main(argv):
   load_run = run_or_exit(lambda: FLAGS.load_run.format(**cfg.to_json()), (KeyError, ValueError)) \
       if FLAGS.load_run else None
   options = {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}
-  spec = run_or_exit(lambda: TableSpec(
-      ("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,),
-      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.limit,
-      {"hieramas": options}, _safe(FLAGS.run_name) if FLAGS.run_name else tag,
-      {"hieramas": load_run} if load_run else {}), (InvalidRunError,))
+  spec = run_or_exit(lambda: TableSpec(methods=("hieramas",), benchmarks=(cfg.benchmark,), pools=(cfg.pool,),
+                                       setting="main", seeds=(cfg.seed,),
+                                       train_limit={cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {},
+                                       val_limit=FLAGS.val_limit, test_limit=FLAGS.limit,
+                                       method_options={"hieramas": options},
+                                       tag=_safe(FLAGS.run_name) if FLAGS.run_name else tag,
+                                       load_from={"hieramas": load_run} if load_run else {}), (InvalidRunError,))
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
   # Compiled XLA executables persist across runs: ablations and sweep points reuse them.
   import jax  # pylint: disable=import-outside-toplevel

@@ -15,7 +15,8 @@ from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import from_repo
-from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import SAME_RUN_UNTAGGED, TableSpec
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
@@ -50,7 +51,8 @@ def tiny_results(tmp_path_factory):
   sim = start_sim_in_thread(SimConfig(seed=0))
 
   def spec(methods, options, **kw):
-    return TableSpec(methods, ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, 3, options, **kw)
+    return TableSpec(methods=methods, benchmarks=("mmlu_redux",), pools=("gpt-5-mini",), setting="main", seeds=(0,),
+                     train_limit={"mmlu_redux": 6}, val_limit=3, test_limit=3, method_options=options, **kw)
 
   async def go(s):
     endpoint = sim_endpoint(sim.base_url)

@@ -19,6 +19,16 @@ from hieramas_jax.paths import REPO_DIR
 
 DATA_KEY = "data"
 
+# A cell's run directory (`runner.cell_dir`): what each file holds is said where it is written.
+FIT_FILE = "fit.json"
+STATE_DIR = "state"
+TRAINING_COST_FILE = "training_cost.json"
+SUMMARY_FILE = "summary.json"
+PROGRESS_FILE = "progress.json"
+CHOSEN_FILE = "chosen_graphs.json"
+# The commits whose code computed a cell's fit or test results (a rerun that only replays adds none).
+COMPUTED_FILE = "computed_by.json"
+
 
 class StateError(DataError):
   """A run-directory or cache file is damaged or edited: one line naming the file and the fix (exit 2)."""

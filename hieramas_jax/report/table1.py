@@ -21,16 +21,12 @@ import numpy as np
 
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.experiment.provenance import sim_title
+from hieramas_jax.experiment.record import CellRecord, cell_key
 from hieramas_jax.report import paper
 from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES  # noqa: F401  (re-exported)
 from hieramas_jax.report.stats import bootstrap_ci, mean_sd, paired_difference
 
 REFERENCE = "hieramas"
-
-
-def cell_key(label: str, benchmark: str, pool: str, setting: str = "main", seed: int = 0) -> str:
-  """Same as `experiment.runner.cell_key` (the report reads records, it does not import the runner)."""
-  return f"{label}|{benchmark}|{pool}|{setting}|seed{seed}"
 
 
 def correct_vector(cell: Mapping[str, Any]) -> np.ndarray:
@@ -49,7 +45,7 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
   for key, c in cells.items():
     acc = 100.0 * correct_vector(c)
     c["ci95"] = list(bootstrap_ci(acc, seed=_seed_of(key)))
-    ref = cells.get(cell_key(REFERENCE, c["benchmark"], c["pool"], c["setting"], c["seed"]))
+    ref = cells.get(CellRecord.from_json(c).sibling_key(REFERENCE))
     if c["label"] != REFERENCE and ref is not None and ref["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
       c["vs_hieramas"] = paired_difference(correct_vector(c), correct_vector(ref), scale=100.0,
                                            seed=_seed_of(key + "|paired"))
