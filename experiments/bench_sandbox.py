@@ -23,10 +23,12 @@ import statistics
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
 from hieramas_jax.benchmarks import sandbox
 from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.paths import RESULTS_DIR
@@ -66,7 +68,7 @@ async def measure(blocks: int, startup_runs: int) -> dict:
   items = list(load_items("humaneval_plus"))
   isolated = sandbox.isolation()
   if isolated.mode != "bwrap":
-    raise SystemExit(f"error: bubblewrap cannot run here ({isolated.detail}); nothing to compare")
+    raise UserError(f"bubblewrap cannot run here ({isolated.detail}); nothing to compare")
   modes = {"bwrap": isolated, "fallback": sandbox.fallback_isolation("benchmark baseline")}
   t0 = time.perf_counter()
   for it in items:  # one at a time inside: expected_outputs bounds its own concurrency per task
@@ -119,9 +121,7 @@ async def measure(blocks: int, startup_runs: int) -> dict:
   }
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main():
   record = asyncio.run(measure(FLAGS.blocks, FLAGS.startup_runs))
   record["provenance"] = provenance(seed=None, benchmarks=["humaneval_plus"],
                                     flags={k: FLAGS[k].value for k in ("blocks", "startup_runs")})
@@ -137,4 +137,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

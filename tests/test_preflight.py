@@ -95,7 +95,7 @@ def test_run_or_exit_prints_one_error_line_per_conflict(capsys, monkeypatch):
   def refuse():
     raise PreflightError(["a conflicts", "b conflicts"])
   with pytest.raises(SystemExit) as caught:
-    run_or_exit(refuse, (PreflightError,))
+    run_or_exit(refuse)
   assert caught.value.code == 2
   assert capsys.readouterr().err.splitlines() == ["error: a conflicts", "error: b conflicts"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -188,7 +189,7 @@ def test_make_report_twice_leaves_every_table_byte_identical(tmp_path):
   def run(out):
     subprocess.run([sys.executable, str(REPO_DIR / "experiments" / "make_report.py"), f"--results={results}",
                     f"--out_dir={tmp_path / out}", "--samples=false"], check=True, cwd=REPO_DIR,
-                   capture_output=True, timeout=300)
+                   capture_output=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
     return {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in results.iterdir() if f.is_file()}
 
   first = run("a")

@@ -60,6 +60,7 @@ from hieramas_jax.benchmarks import _sandbox_child as child
 from hieramas_jax.benchmarks import cgroups
 from hieramas_jax.benchmarks.data import Item, data_sha256
 from hieramas_jax.benchmarks.graders import Grade, extract_code
+from hieramas_jax.errors import UserError
 from hieramas_jax.fileio import atomic_write_bytes
 from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
@@ -125,7 +126,7 @@ def _tree_cpu_s(pid: int) -> float | None:
   return sum(cpu[p] for p in tree)
 
 
-class SandboxError(RuntimeError):
+class SandboxError(UserError, RuntimeError):
   """The sandbox itself failed (it could not start, or the canonical solution failed)."""
 
 

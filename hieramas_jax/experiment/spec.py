@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.benchmarks import splits as splits_lib
 from hieramas_jax.benchmarks.data import Item, check_benchmark
+from hieramas_jax.errors import UserError
 from hieramas_jax.experiment.record import cell_key
 from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.llm.registry import get_pool
@@ -31,7 +32,7 @@ DEFAULT_TRAIN_LIMIT = {"mmlu_redux": 512}
 SAME_RUN_UNTAGGED = "main"
 
 
-class InvalidRunError(ValueError):
+class InvalidRunError(UserError, ValueError):
   """Flags that describe no valid run (empty or duplicate lists, unknown setting, bad limits)."""
 
 

@@ -23,6 +23,7 @@ import pathlib
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import PoolSetting
 from hieramas_jax.mas.runtime import ChatClient, RunSettings
 from hieramas_jax.mas.trace import Trace
@@ -92,7 +93,7 @@ class RunContext:
       self.writer.write_scalars(step, scalars)
 
 
-class MethodError(RuntimeError):
+class MethodError(UserError, RuntimeError):
   """A method used wrongly (solve before fit or load, a state directory that does not match)."""
 
 
@@ -138,7 +139,7 @@ class Untrained:
     del items, ctx
 
 
-class UnknownMethodError(KeyError):
+class UnknownMethodError(UserError, KeyError):
   """A method name that is not registered."""
 
   def __str__(self) -> str:

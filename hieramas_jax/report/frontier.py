@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
-from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES, method_title
+from hieramas_jax.report.paper import POOL_TITLES, method_title
 from hieramas_jax.report.stats import bootstrap_ci
 from hieramas_jax.report.table1 import _seed_of, correct_vector, provenance_lines
 

@@ -30,9 +30,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.report import paper
-from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
+from hieramas_jax.report.paper import POOL_TITLES
 
 
 CSS = """

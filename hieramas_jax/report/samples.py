@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import pathlib
-import re
 from typing import Any, Mapping
 
 from hieramas_jax.experiment.evaluate import read_traces
-from hieramas_jax.experiment.rundir import from_repo
+from hieramas_jax.experiment.rundir import from_repo, safe_name
 from hieramas_jax.report import paper
 
 _FIELDS = ("n_calls", "prompt_tokens", "completion_tokens", "cached_calls")
@@ -52,7 +51,7 @@ def sample_cells(results: pathlib.Path) -> list[dict[str, Any]]:
       cells.append({"key": f.stem, "table": f.name, "method": label, "benchmark": r["benchmark"],
                     "pool": r["pool"], "setting": r.get("setting", "main"), "seed": 0, "run_dir": r["run_dir"]})
   for i, c in enumerate(cells):
-    c["id"] = f"{i:03d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", c["key"])[:80]
+    c["id"] = f"{i:03d}-" + safe_name(c["key"], "_")[:80]
   return cells
 
 

@@ -16,7 +16,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from hieramas_jax.report.table1 import BENCHMARK_TITLES, POOL_TITLES, provenance_lines
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
+from hieramas_jax.report.paper import POOL_TITLES
+from hieramas_jax.report.table1 import provenance_lines
 
 PROFILE_ORDER = ("low", "fitted", "high")
 

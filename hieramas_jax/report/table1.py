@@ -19,11 +19,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.experiment.record import CellRecord, cell_key
 from hieramas_jax.report import paper
-from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES  # noqa: F401  (re-exported)
+from hieramas_jax.report.paper import POOL_TITLES
 from hieramas_jax.report.stats import bootstrap_ci, mean_sd, paired_difference
 
 REFERENCE = "hieramas"

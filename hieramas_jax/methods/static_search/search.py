@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.errors import UserError
 from hieramas_jax.fileio import atomic_write_text
 from hieramas_jax.learn.graph_pool import KIND_NAMES, make_pool
 from hieramas_jax.learn.policy import choices_to_config
@@ -64,7 +65,7 @@ CONFIGS_FILE = "configs.jsonl"
 _STREAM_GRAPHS, _STREAM_CANDIDATES, _STREAM_MUTANTS, _STREAM_RANDOM, _STREAM_ORDER = 1, 2, 3, 4, 5
 
 
-class OracleError(ValueError):
+class OracleError(UserError, ValueError):
   """An oracle request that cannot run (budget too small, empty split, bad sizes...)."""
 
 
