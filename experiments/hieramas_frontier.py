@@ -4,7 +4,7 @@
   python experiments/hieramas_frontier.py --benchmarks=math --pools=gpt-5-mini --ks=0,300 --recipes=published \
       --train_limit=8 --val_limit=4 --limit=8 --out_dir=/tmp/f                                        # smoke
 
-Each point is one runner cell (`methods/hieramas/frontier.py`) in Table 1's run root, so the recipes' default
+Each point is one runner cell (`experiment/frontier.py`) in Table 1's run root, so the recipes' default
 k (300) is the Table 1 cell itself and every cell resumes. The baselines' points come from Table 1's record
 (`--table1`, results/table1.json). Writes <out_dir>/hieramas_frontier.{json,md,png} (`report/frontier.py`).
 """
@@ -21,9 +21,9 @@ from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
 from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, open_backends, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.frontier import DEFAULT_KS, RECIPE_METHODS, frontier_specs, run_frontier
 from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.hieramas.frontier import DEFAULT_KS, RECIPE_METHODS, frontier_specs, run_frontier
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report.frontier import frontier_record, write_frontier
 

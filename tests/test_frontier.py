@@ -13,7 +13,7 @@ from hieramas_jax.experiment.runner import run_table
 from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
-from hieramas_jax.methods.hieramas.frontier import frontier_specs, frontier_tag, run_frontier
+from hieramas_jax.experiment.frontier import frontier_specs, frontier_tag, run_frontier
 from hieramas_jax.report import frontier
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
