@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from hieramas_jax.benchmarks.data import LETTERS, Item, load_items
+from hieramas_jax.benchmarks.data import Item, load_items
 from hieramas_jax.llm.client import CallResult
-from hieramas_jax.llm.registry import MODELS, get_model, get_pool
+from hieramas_jax.llm.registry import get_model, get_pool
 from hieramas_jax.mas.runtime import RunSettings, run_mas
 from hieramas_jax.methods.api import RunContext, make_method
 from hieramas_jax.sim import params as P
@@ -129,9 +129,11 @@ class CellResult:
   calls_per_query: float
 
 
-def run_cell(behaviours: Sequence[BehaviourModel], solver: Solver, items: Sequence[Item], setting: str
-             ) -> CellResult:
-  """Accuracy (percent), n and mean cost of one solver on `items` under each behaviour (sim seed)."""
+def simulate_cell(behaviours: Sequence[BehaviourModel], solver: Solver, items: Sequence[Item], setting: str
+                  ) -> CellResult:
+  """Accuracy (percent), n and mean cost of one solver on `items` under each behaviour (sim seed).
+
+  In-process, no HTTP: not a runner cell (`runner.run_cell`), hence the name."""
   correct, cost, calls = [], 0.0, 0
   pool = get_pool(setting)
 
@@ -177,7 +179,7 @@ def fit_cells(methods: Iterable[str], behaviours_for: Mapping[str, Sequence[Beha
   out = {}
   for method in methods:
     for (benchmark, setting), target in PAPER_ROWS[method].items():
-      res = run_cell(behaviours_for[benchmark], method_solver(method), items_for[benchmark], setting)
+      res = simulate_cell(behaviours_for[benchmark], method_solver(method), items_for[benchmark], setting)
       out[f"{method}/{benchmark}/{setting}"] = {"method": method, "benchmark": benchmark, "setting": setting,
                                                 "target": target, "measured": round(res.accuracy, 2),
                                                 "n": res.n, "cost_per_query": res.cost_per_query}
@@ -217,9 +219,8 @@ def error_coincidence(behaviour: BehaviourModel, benchmark: str, items: Sequence
           "within_model_T1": float(np.mean(within)) if within else float("nan"), "n_within": len(within)}
 
 
-__all__ = ["DirectSimClient", "FITTED", "PAPER_ROWS", "fit_cells", "loss", "overridden", "run_cell",
-           "sim_correct", "mas_solver", "method_solver", "error_coincidence", "fit_items", "LETTERS",
-           "MODELS"]
+__all__ = ["DirectSimClient", "FITTED", "PAPER_ROWS", "fit_cells", "loss", "overridden", "simulate_cell",
+           "sim_correct", "mas_solver", "method_solver", "error_coincidence", "fit_items"]
 
 
 # ---- the fit ------------------------------------------------------------------------------------
