@@ -25,7 +25,8 @@ from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.paths import RESULTS_DIR
 from hieramas_jax.report import hieramas as hieramas_report
 from hieramas_jax.report.ablations import write_ablation_tables
-from hieramas_jax.report.html import build_report, jaccard_matrix, pareto_front, write_report
+from hieramas_jax.report.hieramas_figures import jaccard_matrix
+from hieramas_jax.report.html import build_report, pareto_front, write_report
 from hieramas_jax.report.sweeps import sweep_record, write_sweep
 from hieramas_jax.report.table1 import write_tables
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
