@@ -82,7 +82,11 @@ def calibration_items(benchmark: str, n_items: int, seed: int) -> list:
 
 @dataclasses.dataclass
 class Measurer:
-  """Runs (method, benchmark, setting) cells under every needed sim seed, with resumable run dirs."""
+  """Runs (method, benchmark, pool) cells under every needed sim seed, with resumable run dirs.
+
+  Its records and run-directory configs name the pool "setting" (Table 1's pool settings): the committed
+  calibration.json and runs/calibration keep that key.
+  """
 
   backends: Mapping[int, Backend]
   root: pathlib.Path
@@ -94,7 +98,7 @@ class Measurer:
   def seeds(self, benchmark: str) -> Sequence[int]:
     return self.code_seeds if benchmark == "humaneval_plus" else (self.code_seeds[0],)
 
-  async def cell(self, section: str, key: str, method: Method, benchmark: str, setting: str,
+  async def cell(self, section: str, key: str, method: Method, benchmark: str, pool: str,
                  items: Sequence | None = None) -> dict[str, Any]:
     items = list(items if items is not None else self.items[benchmark])
     results = []
@@ -103,16 +107,16 @@ class Measurer:
       # The item set is part of the path: another sample size is another run, never a mismatch.
       temperature = getattr(method, "temperature", None)
       variant = f"items{_ids_digest(items)[:8]}" + (f"-T{temperature:g}" if temperature is not None else "")
-      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / setting / f"seed{seed}-{variant}", {
-          "section": section, "cell": key, "benchmark": benchmark, "setting": setting, "sim_seed": seed,
+      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / pool / f"seed{seed}-{variant}", {
+          "section": section, "cell": key, "benchmark": benchmark, "setting": pool, "sim_seed": seed,
           "endpoint": backend.endpoint.name, "item_ids_sha": _ids_digest(items)})
-      ctx = RunContext(backend.client, get_pool(setting), seed)
+      ctx = RunContext(backend.client, get_pool(pool), seed)
       results += await evaluate(method, items, ctx, run_dir=run_dir, bound=self.max_queries,
-                                progress=self.progress, desc=f"{section} {key} {benchmark} {setting} s{seed}",
+                                progress=self.progress, desc=f"{section} {key} {benchmark} {pool} s{seed}",
                                 save_traces=False)
     s = summarise(results)
     p = s["accuracy"] / 100.0
-    return {"key": key, "benchmark": benchmark, "setting": setting, "accuracy": round(s["accuracy"], 2),
+    return {"key": key, "benchmark": benchmark, "setting": pool, "accuracy": round(s["accuracy"], 2),
             "stderr": round(100.0 * math.sqrt(max(p * (1 - p), 1e-12) / s["n"]), 2), "n": s["n"],
             "cost_per_query": s["cost_usd"] / s["n"], "calls_per_query": s["n_calls"] / s["n"],
             "truncated_share": round(s["truncated_calls"] / max(s["n_calls"], 1), 4),
@@ -153,10 +157,10 @@ async def measure_fit(m: Measurer, benchmarks: Sequence[str], tolerance: float) 
   from hieramas_jax.experiment.sim_fit import PAPER_ROWS  # pylint: disable=import-outside-toplevel
   cells = []
   for method, row in PAPER_ROWS.items():
-    for (b, setting), target in row.items():
+    for (b, pool), target in row.items():
       if b not in benchmarks:
         continue
-      c = await m.cell("fit", method, make_method(method), b, setting)
+      c = await m.cell("fit", method, make_method(method), b, pool)
       cells.append({**c, "method": method, "target": target, "measured": c["accuracy"],
                     "diff": round(c["accuracy"] - target, 2), "within": _within(c["accuracy"], target, tolerance),
                     "fitted": FITTED_BY[method] is not None,
@@ -224,15 +228,15 @@ async def measure_collaboration(m: Measurer, benchmarks: Sequence[str], n_items:
   cells = []
   for b in benchmarks:
     items = calibration_items(b, n_items, seed)
-    for setting in CALIBRATION_POOLS:
+    for pool in CALIBRATION_POOLS:
       for key, (_, make) in COLLABORATION.items():
-        cells.append(await m.cell("collaboration", key, make(), b, setting, items))
+        cells.append(await m.cell("collaboration", key, make(), b, pool, items))
   return {"configs": {k: v[0] for k, v in COLLABORATION.items()}, "cells": cells}
 
 
-def lookup_cell(cells: Sequence[Mapping[str, Any]], key: str, b: str, setting: str) -> Mapping[str, Any]:
-  """The measured cell of configuration `key` on benchmark `b` in pool `setting` (StopIteration: none)."""
-  return next(c for c in cells if c["key"] == key and c["benchmark"] == b and c["setting"] == setting)
+def lookup_cell(cells: Sequence[Mapping[str, Any]], key: str, b: str, pool: str) -> Mapping[str, Any]:
+  """The measured cell of configuration `key` on benchmark `b` in pool `pool` (StopIteration: none)."""
+  return next(c for c in cells if c["key"] == key and c["benchmark"] == b and c["setting"] == pool)
 
 
 DIRECTIONS = (
@@ -254,10 +258,10 @@ def directions(collab_cells: Sequence[Mapping[str, Any]], benchmarks: Sequence[s
   for name, source, statement, config, against in DIRECTIONS:
     per_cell = []
     for b in benchmarks:
-      for setting in CALIBRATION_POOLS:
-        value = lookup_cell(collab_cells, config, b, setting)["accuracy"]
-        best = max(lookup_cell(collab_cells, a, b, setting)["accuracy"] for a in against)
-        per_cell.append({"benchmark": b, "setting": setting, "config": value, "comparison": best,
+      for pool in CALIBRATION_POOLS:
+        value = lookup_cell(collab_cells, config, b, pool)["accuracy"]
+        best = max(lookup_cell(collab_cells, a, b, pool)["accuracy"] for a in against)
+        per_cell.append({"benchmark": b, "setting": pool, "config": value, "comparison": best,
                          "margin": round(value - best, 2)})
     mean_margin = float(np.mean([c["margin"] for c in per_cell]))
     out.append({"name": name, "source": source, "statement": statement, "config": config, "against": list(against),
