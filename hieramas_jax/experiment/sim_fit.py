@@ -115,7 +115,7 @@ def method_solver(name: str) -> Solver:
 
 
 def mas_solver(build: Callable[[str, str], Any], settings: RunSettings = RunSettings()) -> Solver:
-  """A solver running `build(benchmark, setting)` (a MASConfig) through the MAS runtime."""
+  """A solver running `build(benchmark, pool name)` (a MASConfig) through the MAS runtime."""
   async def solve(ctx: RunContext, item: Item):
     return await run_mas(ctx.client, item, build(item.benchmark, ctx.pool.name), settings)
   return solve
@@ -129,13 +129,13 @@ class CellResult:
   calls_per_query: float
 
 
-def simulate_cell(behaviours: Sequence[BehaviourModel], solver: Solver, items: Sequence[Item], setting: str
+def simulate_cell(behaviours: Sequence[BehaviourModel], solver: Solver, items: Sequence[Item], pool_name: str
                   ) -> CellResult:
   """Accuracy (percent), n and mean cost of one solver on `items` under each behaviour (sim seed).
 
   In-process, no HTTP: not a runner cell (`runner.run_cell`), hence the name."""
   correct, cost, calls = [], 0.0, 0
-  pool = get_pool(setting)
+  pool = get_pool(pool_name)
 
   async def go(client: DirectSimClient):
     ctx = RunContext(client, pool, client.behaviour.seed)
@@ -175,14 +175,14 @@ def fit_items(benchmark: str, n_items: int, seed: int = 0) -> list[Item]:
 
 def fit_cells(methods: Iterable[str], behaviours_for: Mapping[str, Sequence[BehaviourModel]],
               items_for: Mapping[str, Sequence[Item]]) -> dict[str, dict[str, Any]]:
-  """Measured vs target for `methods` over the six benchmark x setting cells."""
+  """Measured vs target for `methods` over the six benchmark x pool cells (keyed "setting" in the records)."""
   out = {}
   for method in methods:
-    for (benchmark, setting), target in PAPER_ROWS[method].items():
-      res = simulate_cell(behaviours_for[benchmark], method_solver(method), items_for[benchmark], setting)
-      out[f"{method}/{benchmark}/{setting}"] = {"method": method, "benchmark": benchmark, "setting": setting,
-                                                "target": target, "measured": round(res.accuracy, 2),
-                                                "n": res.n, "cost_per_query": res.cost_per_query}
+    for (benchmark, pool), target in PAPER_ROWS[method].items():
+      res = simulate_cell(behaviours_for[benchmark], method_solver(method), items_for[benchmark], pool)
+      out[f"{method}/{benchmark}/{pool}"] = {"method": method, "benchmark": benchmark, "setting": pool,
+                                             "target": target, "measured": round(res.accuracy, 2),
+                                             "n": res.n, "cost_per_query": res.cost_per_query}
   return out
 
 
