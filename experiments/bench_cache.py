@@ -28,8 +28,9 @@ import tempfile
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.llm.cache import STORE_NAME, CachedResponse, ResponseCache, iter_jsonl_shard
@@ -153,8 +154,7 @@ def bench_size(root: pathlib.Path, n: int) -> dict:
   return out
 
 
-def main(argv):
-  del argv
+def main():
   load_before = os.getloadavg()
   sizes = [int(s) for s in FLAGS.sizes]
   root = pathlib.Path(FLAGS.workdir or tempfile.mkdtemp(prefix="bench-cache-"))
@@ -189,4 +189,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

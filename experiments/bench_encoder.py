@@ -33,12 +33,15 @@ import tempfile
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.benchmarks.splits import load_split
-from hieramas_jax.experiment.provenance import atomic_write_json, provenance, update_json_key
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
+from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import encoder as encoder_lib
 from hieramas_jax.llm.registry import get_model, get_pool
 from hieramas_jax.mas import roles as roles_lib
@@ -161,8 +164,7 @@ def composition_cost(texts: list[str], warmup: list[str], reps: int) -> dict:
                    "text a cache miss; a cached text costs neither")}
 
 
-def main(argv):
-  del argv
+def main():
   if FLAGS.write_reference:
     write_reference(pathlib.Path(FLAGS.write_reference))
     return
@@ -178,7 +180,7 @@ def main(argv):
     print(json.dumps({k: out[k] for k in ("texts_per_s", "slowdown", "vectors_changed_by_batching")}))
     return
   if FLAGS.backends[0] != "torch":
-    raise app.UsageError("--backends must start with torch (today's path, the reference)")
+    raise UserError("--backends must start with torch (today's path, the reference)")
   load_before = os.getloadavg()
   sample = sample_texts(FLAGS.per_benchmark, FLAGS.seed)
   texts = [t for _, t in sample]
@@ -234,4 +236,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

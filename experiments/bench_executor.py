@@ -35,10 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.llm.cache import ResponseCache
@@ -342,8 +343,7 @@ def _start_sim(latency_s: float):
   return sim_server.start_sim_subprocess(sim_server.SimConfig(seed=FLAGS.seed, fixed_latency_s=latency_s))
 
 
-def main(argv):
-  del argv
+def main():
   load_before = os.getloadavg()[0]
   # absl's INFO root logging would make httpx log every SDK request, slowing the SDK unfairly.
   for name in ("httpx", "httpcore", "openai", "aiohttp"):
@@ -390,4 +390,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

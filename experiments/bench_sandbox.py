@@ -32,10 +32,12 @@ import sys
 import textwrap
 import time
 
-from absl import app, flags
+from absl import flags
 
 from hieramas_jax.benchmarks import humaneval, sandbox
 from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.paths import RESULTS_DIR
@@ -154,7 +156,7 @@ async def measure(blocks: int, startup_runs: int, tasks: int = 0, with_timing: b
   items = every[:tasks] if tasks else every
   isolated = sandbox.isolation()
   if isolated.mode != "bwrap":
-    raise SystemExit(f"error: bubblewrap cannot run here ({isolated.detail}); nothing to compare")
+    raise UserError(f"bubblewrap cannot run here ({isolated.detail}); nothing to compare")
   modes = {"bwrap": isolated, "fallback": sandbox.fallback_isolation("benchmark baseline")}
   t0 = time.perf_counter()
   for it in items:  # one at a time inside: expected_outputs bounds its own concurrency per task
@@ -209,9 +211,7 @@ async def measure(blocks: int, startup_runs: int, tasks: int = 0, with_timing: b
   }
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main():
   record = asyncio.run(measure(FLAGS.blocks, FLAGS.startup_runs, FLAGS.tasks, FLAGS.timing_checks))
   record["provenance"] = provenance(seed=None, benchmarks=["humaneval_plus"],
                                     flags={k: FLAGS[k].value for k in ("blocks", "startup_runs", "tasks",
@@ -228,4 +228,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -18,7 +18,9 @@ import os
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
+
+from hieramas_jax.experiment import cli
 import numpy as np
 
 FLAGS = flags.FLAGS
@@ -211,8 +213,7 @@ def run_benchmark(*, num_graphs: int, num_queries: int, num_nodes: int, dim: int
   }
 
 
-def main(argv):
-  del argv
+def main():
   from hieramas_jax.experiment.provenance import provenance, update_json_key
   from hieramas_jax.experiment.writers import log_bench_run
   from hieramas_jax.paths import RESULTS_DIR
@@ -232,4 +233,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

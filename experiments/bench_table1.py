@@ -27,9 +27,10 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax.experiment.cli import parse_flags_or_exit
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.report.paper import TABLE1_METHODS
@@ -151,12 +152,10 @@ def _time_segment(segment: str, work: pathlib.Path) -> dict:
   }
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main():
   unknown = sorted(set(FLAGS.segments) - set(GOALS))
   if unknown:
-    raise app.UsageError(f"unknown segment(s) {', '.join(unknown)}; known: {', '.join(GOALS)}")
+    raise UserError(f"unknown segment(s) {', '.join(unknown)}; known: {', '.join(GOALS)}")
   logging.getLogger().setLevel(logging.INFO)
   work = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="bench-table1-"))
   entry = {seg: _time_segment(seg, work) for seg in FLAGS.segments}
@@ -179,4 +178,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main)

@@ -3,28 +3,29 @@
   python experiments/calibrate_sim.py --seed=0          # make calibrate (all sections)
   python experiments/calibrate_sim.py --sections=single --n_items=200 --out_dir=/tmp/cal   # a quick look
 
-Writes <out_dir>/calibration.json and calibration.md; see hieramas_jax/experiment/calibration.py for
-the sections and the items used. Each cell has a resumable run directory under --run_root.
+Writes <out_dir>/calibration.json and calibration.md (`report/calibration.py`); see
+hieramas_jax/experiment/calibration.py for the sections and the items used. Each cell has a resumable run
+directory under --run_root.
 """
 
 from __future__ import annotations
 
-import contextlib
-
-from absl import app, flags
+from absl import flags
 
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS, check_benchmark
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
 from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS, check_models, check_sections,
                                                  run_calibration)
-from hieramas_jax.experiment.cli import parse_flags_or_exit, run_or_exit, selected_flags
-from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
-from hieramas_jax.experiment.table1 import RunConfigMismatchError
+from hieramas_jax.experiment.cli import open_backends, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import MODELS
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
+from hieramas_jax.report.calibration import write_calibration
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", list(MODELS), "Models of the `single` section (default: the whole registry).")
@@ -50,31 +51,32 @@ RUN_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "cod
              "out_dir", "run_root", "max_queries", "wandb") + BACKEND_FLAG_NAMES
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  quiet_console(FLAGS.verbose)
-
-  def validate():
-    for b in FLAGS.benchmarks:
-      check_benchmark(b)
+def check_flags() -> tuple[list[str], list[str], list[int]]:
+  """The models, sections and sim seeds the flags ask for, checked before anything runs."""
+  for b in FLAGS.benchmarks:
+    check_benchmark(b)
+  try:
     seeds = [int(s) for s in FLAGS.code_seeds]
-    if not seeds:
-      raise ValueError("--code_seeds needs at least one seed")
-    return check_models(FLAGS.models), check_sections(FLAGS.sections), seeds
-  models, sections, seeds = run_or_exit(validate)
+  except ValueError:
+    raise InvalidRunError(f"--code_seeds must be integers, got {','.join(FLAGS.code_seeds)}") from None
+  if not seeds:
+    raise InvalidRunError("--code_seeds needs at least one seed")
+  return check_models(FLAGS.models), check_sections(FLAGS.sections), seeds
+
+
+def main():
+  models, sections, seeds = check_flags()
 
   async def go():
-    async with contextlib.AsyncExitStack() as stack:
-      backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, use_cache=False)) for s in seeds}
+    async with open_backends(FLAGS, seeds, use_cache=False) as backends:
       return await run_calibration(backends, models=models, benchmarks=FLAGS.benchmarks, n_items=FLAGS.n_items,
                                    collab_items=FLAGS.collab_items, code_seeds=seeds, seed=FLAGS.seed,
-                                   out_dir=FLAGS.out_dir, run_root=FLAGS.run_root,
-                                   flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
+                                   run_root=FLAGS.run_root, flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
                                    profile=FLAGS.sim_profile)
 
-  record = run_or_exit(lambda: aio.run(go()), (RunConfigMismatchError,))
+  record = aio.run(go())
+  write_calibration(record, FLAGS.out_dir)
   if FLAGS.wandb:
     log_result_run(f"{FLAGS.out_dir}/calibration.json", record, job_type="calibration", name="calibration",
                    group=f"calibration/{record['endpoint']}", config=selected_flags(FLAGS, RUN_FLAGS),
@@ -92,4 +94,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 
-from absl import app, flags
+from absl import flags
 
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.aggregation_fit import fit_aggregation
-from hieramas_jax.experiment.cli import parse_flags_or_exit
-from hieramas_jax.experiment.provenance import atomic_write_json, provenance
+from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.sim_fit import fit_all
+from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.paths import DATA_DIR
 
 FLAGS = flags.FLAGS
@@ -38,9 +39,7 @@ flags.DEFINE_integer("code_items", 164, "HumanEval+ items (all 164), each under 
 FIT_PATH = DATA_DIR / "sim" / "collaboration_fit.json"
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main():
   if FLAGS.sampling:
     record = fit_all({"math": FLAGS.math_items, "mmlu_redux": FLAGS.mmlu_items, "humaneval_plus": FLAGS.code_items})
   else:
@@ -57,4 +56,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main)

@@ -14,19 +14,17 @@ from __future__ import annotations
 import json
 import pathlib
 
-from absl import app, flags
+from absl import flags
 
 from hieramas_jax import aio
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
-from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
-                                      run_or_exit, selected_flags)
-from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, open_backends, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.frontier import DEFAULT_KS, RECIPE_METHODS, frontier_specs, run_frontier
-from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError
+from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.api import MethodError
-from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report.frontier import frontier_record, write_frontier
 
 FLAGS = flags.FLAGS
@@ -54,39 +52,34 @@ RUN_FLAGS = ("benchmarks", "pools", "ks", "recipes", "seed", "limit", "train_lim
 
 
 def _parse_ks(values) -> tuple[float, ...]:
-  ks = tuple(float(v) for v in values)
+  try:
+    ks = tuple(float(v) for v in values)
+  except ValueError:
+    raise InvalidRunError(f"--ks must be numbers, got {','.join(values)}") from None
   if not ks or any(k < 0 for k in ks) or len(set(ks)) != len(ks):
-    raise ValueError(f"--ks must be distinct values >= 0, got {','.join(values)}")
+    raise InvalidRunError(f"--ks must be distinct values >= 0, got {','.join(values)}")
   return ks
 
 
 def _check_recipes(recipes) -> None:
   unknown = sorted(set(recipes) - set(RECIPE_METHODS))
   if unknown or not recipes:
-    raise ValueError(f"--recipes must name some of {', '.join(RECIPE_METHODS)}; got {','.join(recipes)}")
+    raise InvalidRunError(f"--recipes must name some of {', '.join(RECIPE_METHODS)}; got {','.join(recipes)}")
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  quiet_console(FLAGS.verbose)
-  ks = run_or_exit(lambda: _parse_ks(FLAGS.ks), (ValueError,))
-  run_or_exit(lambda: _check_recipes(FLAGS.recipes), (ValueError,))
-  specs = run_or_exit(lambda: frontier_specs(FLAGS.benchmarks, FLAGS.pools, ks, FLAGS.recipes, seed=FLAGS.seed,
-                                             train_limit=FLAGS.train_limit, val_limit=FLAGS.val_limit,
-                                             test_limit=FLAGS.limit), (InvalidRunError,))
-  run_flags = selected_flags(FLAGS, RUN_FLAGS)
-  import jax  # pylint: disable=import-outside-toplevel
-  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+def main():
+  ks = _parse_ks(FLAGS.ks)
+  _check_recipes(FLAGS.recipes)
+  specs = frontier_specs(FLAGS.benchmarks, FLAGS.pools, ks, FLAGS.recipes, seed=FLAGS.seed,
+                         train_limit=FLAGS.train_limit, val_limit=FLAGS.val_limit, test_limit=FLAGS.limit)
 
   async def go():
-    async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process) as backend:
-      return await run_frontier(specs, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, specs[0][0]),
-                                flags=run_flags, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
-                                use_wandb=FLAGS.wandb)
+    async with open_backends(FLAGS, (FLAGS.seed,), sim_process=FLAGS.sim_process) as backends:
+      return await run_frontier(specs, backends, run_root=default_run_root(FLAGS, specs[0][0]),
+                                flags=selected_flags(FLAGS, RUN_FLAGS), max_queries=FLAGS.max_queries,
+                                progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
-  cells, k_of, prov = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError))
+  cells, k_of, prov = aio.run(go())
   table1 = pathlib.Path(FLAGS.table1)
   baseline_cells = json.loads(table1.read_text())["cells"] if table1.exists() else {}
   record = frontier_record(cells, baseline_cells, k_of, prov)
@@ -97,4 +90,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main, jax_cache=True)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import pathlib
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax.experiment.cli import parse_flags_or_exit, selected_flags
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.cli import selected_flags
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.paths import RESULTS_DIR
 from hieramas_jax.report.ablations import write_ablation_tables, write_hieramas_cells, write_stage1_recipe
@@ -39,12 +41,10 @@ def _backend(results: pathlib.Path) -> str | None:
   return ",".join(sorted(b for b in backends if b)) or None
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main():
   results = pathlib.Path(FLAGS.results)
   if not results.is_dir():
-    raise SystemExit(f"error: --results={results} is not a directory")
+    raise UserError(f"--results={results} is not a directory")
   written = []
   if FLAGS.tables:
     prov = provenance(seed=None, flags=selected_flags(FLAGS, ("results", "out_dir", "tables")),
@@ -58,4 +58,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main)

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import pathlib
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax import aio
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
-from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
-                                      run_or_exit, selected_flags)
-from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
-from hieramas_jax.experiment.rundir import RunConfigMismatchError
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.spec import TableSpec, parse_method_options
 from hieramas_jax.experiment.writers import log_result_run
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.api import MethodError
-from hieramas_jax.methods.static_search.space import OracleError
-from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report.regret import SINGLE_CALL, regret_markdown, regret_record
 
 FLAGS = flags.FLAGS
@@ -61,31 +57,24 @@ RUN_FLAGS = ("benchmarks", "pools", "seed", "budget", "max_search_items", "num_r
              "val_limit", "max_queries", "run_root", "out_dir", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  quiet_console(FLAGS.verbose)
+def build_spec() -> TableSpec:
   options = {"budget": FLAGS.budget, "max_search_items": FLAGS.max_search_items,
              "num_random_graphs": FLAGS.num_random_graphs,
-             **run_or_exit(lambda: parse_method_options(f"static_search.{o}" for o in FLAGS.search_option),
-                           (InvalidRunError,)).get("static_search", {})}
-  spec = run_or_exit(lambda: TableSpec(
-      ("static_search", "random_config", "hieramas", *SINGLE_CALL), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main",
-      (FLAGS.seed,), {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}, FLAGS.val_limit,
-      FLAGS.limit, {"static_search": options, "random_config": {"num_random_graphs": FLAGS.num_random_graphs}}),
-      (InvalidRunError,))
+             **parse_method_options(f"static_search.{o}" for o in FLAGS.search_option).get("static_search", {})}
+  train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
+  return TableSpec(
+      methods=("static_search", "random_config", "hieramas", *SINGLE_CALL), benchmarks=tuple(FLAGS.benchmarks),
+      pools=tuple(FLAGS.pools), setting="main", seeds=(FLAGS.seed,), train_limit=train_limit,
+      val_limit=FLAGS.val_limit, test_limit=FLAGS.limit,
+      method_options={"static_search": options, "random_config": {"num_random_graphs": FLAGS.num_random_graphs}})
+
+
+def main():
+  spec = build_spec()
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
-  import jax  # pylint: disable=import-outside-toplevel
-  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-  async def go():
-    async with open_backend(FLAGS, seed=FLAGS.seed, sim_process=FLAGS.sim_process,
-                            needed_models=pool_models(spec.pools)) as backend:
-      return await run_table(spec, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, spec), flags=run_flags,
-                             max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
-
-  table = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
+  table = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=run_flags,
+                   max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
+                   sim_process=FLAGS.sim_process)
   record = regret_record(table)
   suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
   atomic_write_json(f"{FLAGS.out_dir}/regret{suffix}.json", record)
@@ -101,4 +90,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main, jax_cache=True)

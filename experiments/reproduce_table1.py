@@ -18,23 +18,19 @@ quick run never overwrites the full tables.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax import aio
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.dry_run import dry_run_report
-from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
-                                      run_or_exit, selected_flags)
-from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
-from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, parse_method_options, run_table
+from hieramas_jax.experiment.spec import InvalidRunError, TableSpec, parse_method_options
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.api import MethodError
 from hieramas_jax.methods.registry import known_methods
-from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report.paper import TABLE1_METHODS
 from hieramas_jax.report.table1 import write_tables
 
@@ -83,37 +79,22 @@ def build_spec() -> TableSpec:
       logging.warning("not registered in this checkout, left out: %s", ", ".join(missing))
       methods = tuple(m for m in methods if m not in missing)
   train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
-  return TableSpec(methods, tuple(FLAGS.benchmarks), tuple(FLAGS.pools), FLAGS.setting, seeds, train_limit,
-                   FLAGS.val_limit, FLAGS.limit, parse_method_options(FLAGS.method_option))
+  return TableSpec(methods=methods, benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
+                   setting=FLAGS.setting, seeds=seeds, train_limit=train_limit, val_limit=FLAGS.val_limit,
+                   test_limit=FLAGS.limit, method_options=parse_method_options(FLAGS.method_option))
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  quiet_console(FLAGS.verbose)
-  spec = run_or_exit(build_spec, (InvalidRunError,))
+def main():
+  spec = build_spec()
   if FLAGS.dry_run:
-    print(run_or_exit(lambda: dry_run_report(spec, FLAGS)))
+    print(dry_run_report(spec, FLAGS))
     return
-  run_flags = selected_flags(FLAGS, RUN_FLAGS)
-  # Compiled XLA executables persist across runs: a rerun of the learned methods does not recompile.
-  import jax  # pylint: disable=import-outside-toplevel
-  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-  async def go():
-    async with contextlib.AsyncExitStack() as stack:
-      backends = {s: await stack.enter_async_context(open_backend(FLAGS, seed=s, sim_process=FLAGS.sim_process,
-                                                                    needed_models=pool_models(spec.pools)))
-                  for s in spec.seeds}
-      return await run_table(spec, backends, run_root=default_run_root(FLAGS, spec), flags=run_flags,
-                             max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
-
-  from hieramas_jax.methods.static_search.space import OracleError  # pylint: disable=import-outside-toplevel
-  record = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, OracleError))
+  record = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=selected_flags(FLAGS, RUN_FLAGS),
+                    max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
+                    sim_process=FLAGS.sim_process)
   written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main, jax_cache=True)

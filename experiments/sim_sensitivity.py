@@ -13,22 +13,18 @@ Only --backend=sim makes sense here: a real endpoint has no profiles (exit 2).
 
 from __future__ import annotations
 
-import contextlib
 import types
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax import aio
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend
-from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
-                                      run_or_exit, selected_flags)
-from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.provenance import provenance
-from hieramas_jax.experiment.rundir import RunConfigMismatchError
-from hieramas_jax.experiment.runner import InvalidRunError, TableSpec, run_table
+from hieramas_jax.experiment.spec import InvalidRunError, TableSpec
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
-from hieramas_jax.methods.api import MethodError
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report.sensitivity import PROFILE_ORDER, sensitivity_markdown, sensitivity_record
 from hieramas_jax.sim.params import PROFILES
@@ -64,30 +60,21 @@ def check_flags() -> TableSpec:
   if unknown:
     raise InvalidRunError(f"unknown --profiles {unknown}; known: {', '.join(PROFILES)}")
   train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
-  return TableSpec(tuple(FLAGS.methods), tuple(FLAGS.benchmarks), tuple(FLAGS.pools), "main", (FLAGS.seed,),
-                   train_limit, None, FLAGS.limit, {})
+  return TableSpec(methods=tuple(FLAGS.methods), benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
+                   setting="main", seeds=(FLAGS.seed,), train_limit=train_limit, val_limit=None,
+                   test_limit=FLAGS.limit, method_options={})
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  quiet_console(FLAGS.verbose)
-  spec = run_or_exit(check_flags, (InvalidRunError,))
+def main():
+  spec = check_flags()
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
-
-  async def one(profile: str):
-    backend_flags = types.SimpleNamespace(**{**{n: FLAGS[n].value for n in BACKEND_FLAG_NAMES}, "sim_profile": profile})
-    async with contextlib.AsyncExitStack() as stack:
-      backend = await stack.enter_async_context(open_backend(backend_flags, seed=FLAGS.seed,
-                                                             sim_process=FLAGS.sim_process))
-      return await run_table(spec, {FLAGS.seed: backend}, run_root=default_run_root(FLAGS, spec),
-                             flags={**run_flags, "sim_profile": profile}, max_queries=FLAGS.max_queries,
-                             progress=FLAGS.progress, use_wandb=FLAGS.wandb)
-
   records = {}
   for profile in FLAGS.profiles:
-    records[profile] = run_or_exit(lambda p=profile: aio.run(one(p)),
-                                   (InvalidRunError, RunConfigMismatchError, MethodError))
+    backend_flags = types.SimpleNamespace(**{**{n: FLAGS[n].value for n in BACKEND_FLAG_NAMES}, "sim_profile": profile})
+    records[profile] = run_spec(spec, FLAGS, backend_flags=backend_flags, needed_models=False,
+                                run_root=default_run_root(FLAGS, spec), flags={**run_flags, "sim_profile": profile},
+                                max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
+                                sim_process=FLAGS.sim_process)
   record = sensitivity_record(records, provenance(seed=FLAGS.seed, benchmarks=FLAGS.benchmarks, flags=run_flags,
                                                   backend="sim"))
   record["endpoints"] = {p: r["endpoint"] for p, r in records.items()}
@@ -100,4 +87,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main)

@@ -17,23 +17,21 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import BENCHMARKS
-from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, open_backend, pool_models
-from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, parse_flags_or_exit,
-                                      run_or_exit, selected_flags)
-from hieramas_jax.experiment.console import define_verbose_flag, quiet_console
-from hieramas_jax.experiment.rundir import RunConfigMismatchError, from_repo
-from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec, run_table
+from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.rundir import from_repo, safe_name
+from hieramas_jax.experiment.spec import SAME_RUN_UNTAGGED, InvalidRunError, TableSpec
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.llm.registry import POOLS
 from hieramas_jax.mas.roles import roles_for
-from hieramas_jax.methods.api import MethodError
-from hieramas_jax.methods.hieramas.config import CHOICES, HieraMASConfig, HieraMASConfigError
-from hieramas_jax.paths import REPO_DIR, RESULTS_DIR, cache_dir
+from hieramas_jax.methods.hieramas.config import CHOICES, HieraMASConfig
+from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report import hieramas as hieramas_report
 
 FLAGS = flags.FLAGS
@@ -105,40 +103,32 @@ RUN_FLAGS = CONFIG_FLAGS + ("tag", "run_name", "load_run", "run_root", "out_dir"
                             "limit", "sim_process", "wandb") + BACKEND_FLAG_NAMES
 
 
-def _safe(name: str) -> str:
-  return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
+def _format(template: str, flag: str, cfg: HieraMASConfig) -> str:
+  """--tag / --load_run with config fields filled in ('k{k_pool}' -> 'k50'); a bad template is a user error."""
+  try:
+    return template.format(**cfg.to_json())
+  except (KeyError, ValueError, IndexError) as e:
+    raise InvalidRunError(f"--{flag}={template!r} does not fill from HieraMASConfig's fields: "
+                          f"{type(e).__name__}: {e}") from None
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  quiet_console(FLAGS.verbose)
-  cfg = run_or_exit(lambda: HieraMASConfig(**{n: FLAGS[n].value for n in CONFIG_FLAGS}), (HieraMASConfigError,))
-  tag = run_or_exit(lambda: FLAGS.tag.format(**cfg.to_json()), (KeyError, ValueError))
-  load_run = run_or_exit(lambda: FLAGS.load_run.format(**cfg.to_json()), (KeyError, ValueError)) \
-      if FLAGS.load_run else None
+def build_spec(cfg: HieraMASConfig, tag: str) -> TableSpec:
+  load_run = _format(FLAGS.load_run, "load_run", cfg) if FLAGS.load_run else None
   options = {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}
-  spec = run_or_exit(lambda: TableSpec(
-      ("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,),
-      {cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {}, FLAGS.val_limit, FLAGS.limit,
-      {"hieramas": options}, _safe(FLAGS.run_name) if FLAGS.run_name else tag,
-      {"hieramas": load_run} if load_run else {}), (InvalidRunError,))
-  run_flags = selected_flags(FLAGS, RUN_FLAGS)
-  # Compiled XLA executables persist across runs: ablations and sweep points reuse them.
-  import jax  # pylint: disable=import-outside-toplevel
-  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  return TableSpec(methods=("hieramas",), benchmarks=(cfg.benchmark,), pools=(cfg.pool,), setting="main",
+                   seeds=(cfg.seed,), train_limit={cfg.benchmark: FLAGS.train_limit} if FLAGS.train_limit else {},
+                   val_limit=FLAGS.val_limit, test_limit=FLAGS.limit, method_options={"hieramas": options},
+                   tag=safe_name(FLAGS.run_name, "_") if FLAGS.run_name else tag,
+                   load_from={"hieramas": load_run} if load_run else {})
 
-  async def go():
-    async with open_backend(FLAGS, seed=cfg.seed, sim_process=FLAGS.sim_process,
-                            needed_models=pool_models(spec.pools)) as backend:
-      return await run_table(spec, {cfg.seed: backend}, run_root=default_run_root(FLAGS, spec), flags=run_flags,
-                             max_queries=cfg.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb)
 
-  from hieramas_jax.learn.stage2 import Stage2Error  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.methods.hieramas.training import TrainingError  # pylint: disable=import-outside-toplevel
-  table = run_or_exit(lambda: aio.run(go()), (InvalidRunError, RunConfigMismatchError, MethodError, TrainingError,
-                                                  Stage2Error))
+def main():
+  cfg = HieraMASConfig(**{n: FLAGS[n].value for n in CONFIG_FLAGS})
+  tag = _format(FLAGS.tag, "tag", cfg)
+  spec = build_spec(cfg, tag)
+  table = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=selected_flags(FLAGS, RUN_FLAGS),
+                   max_queries=cfg.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
+                   sim_process=FLAGS.sim_process)
   (cell,) = table["cells"].values()
   records = hieramas_report.read_items(from_repo(cell["run_dir"]))
   record = hieramas_report.results_record(cell, records, cfg.to_json(), roles_for(cfg.benchmark), cell["sizes"],
@@ -151,4 +141,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main, jax_cache=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
 
-from hieramas_jax.experiment.cli import parse_flags_or_exit
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.writers import PROJECT
 from hieramas_jax.report.wandb_report import build_report, describe
 
@@ -25,21 +25,17 @@ flags.DEFINE_string("group", None, "Only this reproduction (W&B group), e.g. tab
 flags.DEFINE_bool("save", False, "Publish the report to the W&B server (needs WANDB_API_KEY or wandb login).")
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+def main():
   if not FLAGS.entity:
-    print("error: --entity (or WANDB_ENTITY) is required: the W&B user or team that holds the runs", file=sys.stderr)
-    sys.exit(2)
+    raise UserError("--entity (or WANDB_ENTITY) is required: the W&B user or team that holds the runs")
   report = build_report(FLAGS.entity, FLAGS.project, group=FLAGS.group)
   print(json.dumps(describe(report), indent=1))
   if FLAGS.save:
     if not (os.environ.get("WANDB_API_KEY") or os.path.exists(os.path.expanduser("~/.netrc"))):
-      print("error: --save needs a W&B login: set WANDB_API_KEY or run `wandb login`", file=sys.stderr)
-      sys.exit(2)
+      raise UserError("--save needs a W&B login: set WANDB_API_KEY or run `wandb login`")
     report.save()
     print(f"saved: {report.url}")
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags_or_exit)
+  cli.run(main)

@@ -29,11 +29,12 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
+
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's package, not another one
-  sys.path.insert(0, str(REPO))
 
 _SPEC = flags.DEFINE_string("spec", None, "Path to a sweep spec (JSON).", required=True)
 _MODE = flags.DEFINE_enum("mode", "commands", ["commands", "wandb", "run"],
@@ -48,8 +49,8 @@ _EXTRA = flags.DEFINE_multi_string("extra", [], "--mode=run / commands: one more
 RESULTS_DEFAULT = "results/hieramas_{benchmark}_{pool}_{tag}.json"
 
 
-class SweepSpecError(ValueError):
-  pass
+class SweepSpecError(UserError, ValueError):
+  """A sweep spec that is missing or malformed: one `error:` line, exit 2."""
 
 
 def load_spec(path: str) -> dict:
@@ -245,13 +246,8 @@ def write_table(spec: dict, out_dir: str | pathlib.Path, extra: tuple[str, ...] 
   return write_sweep(sweep_record(spec, points, prov), out_dir)
 
 
-def main(argv):
-  del argv
-  try:
-    spec = load_spec(_SPEC.value)
-  except SweepSpecError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+def main():
+  spec = load_spec(_SPEC.value)
   extra = tuple(_EXTRA.value)
   if _MODE.value == "wandb":
     sys.stdout.write(wandb_sweep_yaml(spec, _SPEC.value))
@@ -270,4 +266,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -19,7 +19,10 @@ import subprocess
 import sys
 import urllib.parse
 
-from absl import app, flags
+from absl import flags
+
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import cli
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 _ROOT = flags.DEFINE_string("root", str(REPO / "runs"), "Where to look for offline-run-* directories.")
@@ -49,15 +52,12 @@ def has_wandb_key() -> bool:
   return bool(entry and entry[2])
 
 
-def main(argv):
-  del argv
+def main():
   root = pathlib.Path(_ROOT.value)
   runs = unsynced_runs(root) if root.exists() else []
   if not _DRY.value and not has_wandb_key():
-    print("error: no W&B key: run `wandb login` (or export WANDB_API_KEY, https://wandb.ai/authorize) to upload "
-          f"the {len(runs)} offline run(s); nothing was uploaded (--dry_run lists them without a key)",
-          file=sys.stderr)
-    sys.exit(2)
+    raise UserError("no W&B key: run `wandb login` (or export WANDB_API_KEY, https://wandb.ai/authorize) to upload "
+                    f"the {len(runs)} offline run(s); nothing was uploaded (--dry_run lists them without a key)")
   print(f"{len(runs)} offline W&B run(s) to upload under {root}")
   if _DRY.value or not runs:
     for r in runs:
@@ -65,8 +65,7 @@ def main(argv):
     return
   wandb = shutil.which("wandb", path=str(pathlib.Path(sys.executable).parent)) or shutil.which("wandb")
   if wandb is None:
-    print("error: the `wandb` command is not installed (make install)", file=sys.stderr)
-    sys.exit(2)
+    raise UserError("the `wandb` command is not installed (make install)")
   # In batches: a reproduction holds a few hundred runs, more than one command line should carry.
   for start in range(0, len(runs), 50):
     rc = subprocess.run([wandb, "sync", *map(str, runs[start:start + 50])], check=False).returncode
@@ -76,4 +75,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

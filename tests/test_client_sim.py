@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.llm.client import LLMClient

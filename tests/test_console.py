@@ -10,7 +10,7 @@ import time
 from rich.console import Console
 
 from hieramas_jax.experiment import console
-from hieramas_jax.experiment.runner import TableProgress
+from hieramas_jax.experiment.progress import TableProgress
 
 
 def _text(display) -> str:

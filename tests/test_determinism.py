@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from hieramas_jax.experiment.backend import Backend
-from hieramas_jax.experiment.runner import TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.learn import encoder as encoder_lib
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
@@ -83,7 +84,8 @@ def _first_difference(a, b, where="") -> str | None:
 def _run(sim, root: pathlib.Path, concurrency: int, monkeypatch) -> dict[str, object]:
   monkeypatch.setenv("HIERAMAS_CACHE_DIR", str(root / "cache"))  # empty caches: embeddings, responses
   encoder_lib.get_encoder.cache_clear()
-  spec = TableSpec(METHODS, ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, 4, OPTIONS)
+  spec = TableSpec(methods=METHODS, benchmarks=("mmlu_redux",), pools=("gpt-5-mini",), setting="main", seeds=(0,),
+                   train_limit={"mmlu_redux": 6}, val_limit=3, test_limit=4, method_options=OPTIONS)
 
   async def go():
     endpoint = sim_endpoint(sim.base_url)

@@ -9,7 +9,8 @@ import pytest
 
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.dry_run import estimate, render
-from hieramas_jax.experiment.runner import TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import MODELS
@@ -26,7 +27,8 @@ def sim():
 
 
 def _run(sim, tmp_path, test_limit, name):
-  spec = TableSpec(METHODS, ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 4}, 2, test_limit)
+  spec = TableSpec(methods=METHODS, benchmarks=("mmlu_redux",), pools=("gpt-5-mini",), setting="main", seeds=(0,),
+                   train_limit={"mmlu_redux": 4}, val_limit=2, test_limit=test_limit)
 
   async def main():
     endpoint = sim_endpoint(sim.base_url)
@@ -68,7 +70,8 @@ def test_a_dry_run_reproduces_the_spend_of_the_run_it_estimates_and_scales_withi
 
 
 def test_a_cell_without_a_simulated_reference_is_named_not_guessed(tmp_path):
-  spec = TableSpec(("base",), ("math",), ("gpt-5-mini",), "main", (0,), {}, None, 5)
+  spec = TableSpec(methods=("base",), benchmarks=("math",), pools=("gpt-5-mini",), setting="main", seeds=(0,),
+                   train_limit={}, val_limit=None, test_limit=5)
   (tmp_path / "table1.json").write_text(json.dumps({"cells": {}}))
   estimates, reference = estimate(spec, {}, results_dir=tmp_path)
   assert not estimates[0].found

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pathlib
 import socket
 import subprocess
 import sys
@@ -257,6 +256,7 @@ def _sim_flags():
 def test_calibration_measures_each_section_through_the_sim(tmp_path):
   from hieramas_jax.experiment.backend import open_backend
   from hieramas_jax.experiment.calibration import calibration_items, run_calibration
+  from hieramas_jax.report.calibration import write_calibration
 
   assert [it.id for it in calibration_items("mmlu_redux", 5, 0)] == [it.id for it in calibration_items("mmlu_redux", 5, 0)]
   assert len(calibration_items("humaneval_plus", 500, 0)) == 164
@@ -264,9 +264,10 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
   async def go():
     async with open_backend(_sim_flags(), seed=0, cache_root=tmp_path / "cache") as backend:
       return await run_calibration({0: backend}, models=["llama-8b"], benchmarks=["mmlu_redux", "math"],
-                                   n_items=3, collab_items=2, code_seeds=[0], seed=0, out_dir=tmp_path / "out",
-                                   run_root=tmp_path / "runs", flags={"n_items": 3}, progress=False, cost_limit=2)
+                                   n_items=3, collab_items=2, code_seeds=[0], seed=0, run_root=tmp_path / "runs",
+                                   flags={"n_items": 3}, progress=False, cost_limit=2)
   record = asyncio.run(go())
+  write_calibration(record, tmp_path / "out")
   single = {c["benchmark"]: c for c in record["single"]["cells"]}
   assert single["mmlu_redux"]["n"] == 3 and single["math"]["n"] == 3
   for c in single.values():

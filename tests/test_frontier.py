@@ -9,10 +9,11 @@ import pathlib
 import pytest
 
 from hieramas_jax.experiment.backend import Backend
-from hieramas_jax.experiment.frontier import frontier_specs, frontier_tag, run_frontier
-from hieramas_jax.experiment.runner import TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
+from hieramas_jax.experiment.frontier import frontier_specs, frontier_tag, run_frontier
 from hieramas_jax.report import frontier
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
@@ -57,8 +58,9 @@ def test_frontier_file_points_are_the_trained_runs_results(tmp_path):
     async with LLMClient(endpoint) as client:
       backends = {0: Backend(client, endpoint, None)}
       out = await run_frontier(specs, backends, run_root=tmp_path / "runs", flags={}, max_queries=8, progress=False)
-      base = await run_table(TableSpec(("base",), ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 4},
-                                       2, 3), backends, run_root=tmp_path / "runs", flags={}, progress=False)
+      base = await run_table(TableSpec(methods=("base",), benchmarks=("mmlu_redux",), pools=("gpt-5-mini",),
+                                       setting="main", seeds=(0,), train_limit={"mmlu_redux": 4}, val_limit=2,
+                                       test_limit=3), backends, run_root=tmp_path / "runs", flags={}, progress=False)
       return out, base
 
   try:

@@ -20,7 +20,8 @@ import pytest
 
 from hieramas_jax.benchmarks.splits import load_split
 from hieramas_jax.experiment.backend import Backend
-from hieramas_jax.experiment.runner import Cell, TableSpec, cell_dir, run_table, table_root
+from hieramas_jax.experiment.runner import cell_dir, run_table, table_root
+from hieramas_jax.experiment.spec import Cell, TableSpec
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import stage1 as stage1_lib
 from hieramas_jax.learn import stage2 as stage2_lib
@@ -70,9 +71,11 @@ def sim():
 
 
 def _spec(cfg=TINY, tag="", load_from=None):
-  return TableSpec(("hieramas",), (cfg.benchmark,), (cfg.pool,), "main", (cfg.seed,), {cfg.benchmark: len(TRAIN)},
-                   len(VAL), len(TEST), {"hieramas": {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}},
-                   tag, load_from or {})
+  return TableSpec(methods=("hieramas",), benchmarks=(cfg.benchmark,), pools=(cfg.pool,), setting="main",
+                   seeds=(cfg.seed,), train_limit={cfg.benchmark: len(TRAIN)}, val_limit=len(VAL),
+                   test_limit=len(TEST),
+                   method_options={"hieramas": {k: v for k, v in cfg.to_json().items() if k not in CELL_FIELDS}},
+                   tag=tag, load_from=load_from or {})
 
 
 async def _pipeline(sim, run_root, cfg=TINY, **spec_kwargs):

@@ -166,7 +166,7 @@ def test_bad_specs_give_one_clear_error_and_exit_2(tmp_path, bad, message):
   with pytest.raises(sweep.SweepSpecError, match=message):
     sweep.load_spec(_spec(tmp_path, bad))
   proc = subprocess.run([sys.executable, str(REPO / "launch" / "sweep.py"), f"--spec={_spec(tmp_path, bad)}"],
-                        capture_output=True, text=True, check=False)
+                        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
   assert proc.returncode == 2
   assert proc.stderr.strip().startswith("error:") and message.split("'")[0] in proc.stderr
 
@@ -202,6 +202,7 @@ def test_a_loaded_run_refuses_every_training_difference_in_one_error():
 def _sync(tmp_path, env_extra, *args):
   env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_BASE_URL")}
   env["NETRC"] = str(tmp_path / "no-netrc")
+  env["PYTHONPATH"] = str(REPO)  # this checkout's package, whichever one is installed
   return subprocess.run([sys.executable, str(REPO / "launch" / "wandb_sync.py"), f"--root={tmp_path / 'runs'}",
                          *args], capture_output=True, text=True, check=False, env={**env, **env_extra})
 

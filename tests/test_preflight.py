@@ -11,7 +11,8 @@ from absl import flags
 
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.cli import default_run_root, run_or_exit
-from hieramas_jax.experiment.runner import PreflightError, TableSpec, run_table
+from hieramas_jax.experiment.runner import PreflightError, run_table
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
@@ -34,8 +35,8 @@ def sim():
 
 
 def _spec(test, *, methods=("base", "cot"), train=4, **kwargs):
-  return TableSpec(methods, ("math",), ("gpt-5-mini", "qwen3-80b"), "main", (0,), {"math": train}, 2, test,
-                   **kwargs)
+  return TableSpec(methods=methods, benchmarks=("math",), pools=("gpt-5-mini", "qwen3-80b"), setting="main",
+                   seeds=(0,), train_limit={"math": train}, val_limit=2, test_limit=test, **kwargs)
 
 
 def _table(sim, spec, run_root):
@@ -94,7 +95,7 @@ def test_run_or_exit_prints_one_error_line_per_conflict(capsys, monkeypatch):
   def refuse():
     raise PreflightError(["a conflicts", "b conflicts"])
   with pytest.raises(SystemExit) as caught:
-    run_or_exit(refuse, (PreflightError,))
+    run_or_exit(refuse)
   assert caught.value.code == 2
   assert capsys.readouterr().err.splitlines() == ["error: a conflicts", "error: b conflicts"]
 
@@ -110,13 +111,15 @@ def test_limited_runs_get_their_own_default_run_root(argv, limits, expected):
   flags.DEFINE_string("run_root", "runs/t1", "", flag_values=values)
   values(["prog", *argv])
   benchmarks = tuple(limits.get("train_limit", {"math": None}))
-  spec = TableSpec(("base",), benchmarks, ("gpt-5-mini",), **limits)
+  spec = TableSpec(methods=("base",), benchmarks=benchmarks, pools=("gpt-5-mini",), **limits)
   assert default_run_root(values, spec) == expected
 
 
 def test_a_method_option_typo_names_the_field_and_lists_the_valid_ones():
-  from hieramas_jax.experiment.runner import Cell, InvalidRunError, build_method
-  spec = TableSpec(("gdesigner",), ("math",), ("gpt-5-mini",), method_options={"gdesigner": {"iteratons": 2}})
+  from hieramas_jax.experiment.runner import build_method
+  from hieramas_jax.experiment.spec import Cell, InvalidRunError
+  spec = TableSpec(methods=("gdesigner",), benchmarks=("math",), pools=("gpt-5-mini",),
+                   method_options={"gdesigner": {"iteratons": 2}})
   with pytest.raises(InvalidRunError) as caught:
     build_method(Cell("gdesigner", "math", "gpt-5-mini"), spec)
   message = str(caught.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report import ablations
 from hieramas_jax.report import regret as regret_lib
@@ -45,16 +47,18 @@ def test_paired_bootstrap_interval_matches_the_exact_bootstrap_distribution():
 
 
 def _cell(label, benchmark, pool, correct, cost, seed=0, setting="main", training=None):
-  return {"label": label, "method": label.partition("-")[0], "tag": label.partition("-")[2], "benchmark": benchmark,
-          "pool": pool, "setting": setting, "seed": seed, "n": len(correct),
-          "accuracy": 100.0 * sum(correct) / len(correct), "cost_usd": sum(cost),
-          "mean_cost_usd": sum(cost) / len(cost),
-          "training": training, "fit": None, "run_dir": "runs/x",
-          "outcomes": {"ids_sha256": "same", "correct": "".join(map(str, correct)), "cost_usd": cost}}
+  """A complete runner cell record (`CellRecord`, the report's input) with the given outcomes."""
+  return CellRecord(label=label, method=label.partition("-")[0], tag=label.partition("-")[2], benchmark=benchmark,
+                    pool=pool, setting=setting, seed=seed, n=len(correct), n_correct=sum(correct),
+                    accuracy=100.0 * sum(correct) / len(correct), cost_usd=sum(cost), prompt_tokens=0,
+                    completion_tokens=0, n_calls=0, cached_calls=0, truncated_calls=0, usage_by_model={},
+                    mean_cost_usd=sum(cost) / len(cost), training=training, fit=None, loaded_from=None,
+                    sizes={"train": 0, "val": 0, "test": len(correct)}, timing={}, computed_by=[], run_dir="runs/x",
+                    outcomes={"ids_sha256": "same", "correct": "".join(map(str, correct)), "cost_usd": cost}).to_json()
 
 
 def _record(cells, setting="main", seeds=(0,)):
-  key = lambda c: f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}|seed{c['seed']}"
+  key = lambda c: CellRecord.from_json(c).key
   return {"spec": {"methods": sorted({c["method"] for c in cells}),
                    "benchmarks": sorted({c["benchmark"] for c in cells}),
                    "pools": ["gpt-5-mini", "qwen3-80b"], "setting": setting, "seeds": list(seeds),
@@ -187,7 +191,7 @@ def test_make_report_twice_leaves_every_table_byte_identical(tmp_path):
   def run(out):
     subprocess.run([sys.executable, str(REPO_DIR / "experiments" / "make_report.py"), f"--results={results}",
                     f"--out_dir={tmp_path / out}", "--samples=false"], check=True, cwd=REPO_DIR,
-                   capture_output=True, timeout=300)
+                   capture_output=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
     return {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in results.iterdir() if f.is_file()}
 
   first = run("a")

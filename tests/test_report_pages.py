@@ -14,14 +14,15 @@ import pytest
 from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.rundir import from_repo
-from hieramas_jax.experiment.runner import SAME_RUN_UNTAGGED
+from hieramas_jax.experiment.spec import SAME_RUN_UNTAGGED
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.mas.roles import roles_for
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.paths import RESULTS_DIR
 from hieramas_jax.report import hieramas as hieramas_report
 from hieramas_jax.report.ablations import write_ablation_tables
-from hieramas_jax.report.html import build_report, jaccard_matrix, pareto_front, write_report
+from hieramas_jax.report.hieramas_figures import jaccard_matrix
+from hieramas_jax.report.html import build_report, pareto_front, write_report
 from hieramas_jax.report.sweeps import sweep_record, write_sweep
 from hieramas_jax.report.table1 import write_tables
 from chromium_page import chromium_path, load_page

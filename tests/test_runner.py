@@ -13,7 +13,8 @@ from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.rundir import from_repo
 from hieramas_jax.experiment.runner import PreflightError
-from hieramas_jax.experiment.runner import TableSpec, run_table
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
@@ -56,8 +57,9 @@ def sim(session_sim):
 
 
 def _spec(methods, *, test=3, **kwargs):
-  return TableSpec(tuple(methods), ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, test,
-                   {m: TINY[m] for m in methods if TINY.get(m)}, **kwargs)
+  return TableSpec(methods=tuple(methods), benchmarks=("mmlu_redux",), pools=("gpt-5-mini",), setting="main",
+                   seeds=(0,), train_limit={"mmlu_redux": 6}, val_limit=3, test_limit=test,
+                   method_options={m: TINY[m] for m in methods if TINY.get(m)}, **kwargs)
 
 
 async def _table(sim, spec, run_root, *, cache_dir=None, max_queries=8, counting=None):

@@ -9,14 +9,21 @@ import sys
 
 import pytest
 
+from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.paths import REPO_DIR
 from hieramas_jax.report.sensitivity import sensitivity_markdown, sensitivity_record
 
 
+def _cell(method, benchmark, pool, accuracy) -> CellRecord:
+  return CellRecord(method=method, benchmark=benchmark, pool=pool, setting="main", seed=0, tag="", label=method, n=100,
+                    n_correct=int(accuracy), accuracy=accuracy, cost_usd=0.0, prompt_tokens=0, completion_tokens=0,
+                    n_calls=0, cached_calls=0, truncated_calls=0, usage_by_model={}, mean_cost_usd=0.0, training=None,
+                    fit=None, loaded_from=None, sizes={}, timing={}, computed_by=[], run_dir="runs/x", outcomes={})
+
+
 def _record(acc):
-  cells = {f"{m}|{b}|{p}|main|seed0": {"method": m, "benchmark": b, "pool": p, "accuracy": a}
-           for (m, b, p), a in acc.items()}
-  return {"spec": {"methods": ["sc_cot", "debate", "hieramas"]}, "cells": cells}
+  cells = [_cell(m, b, p, a) for (m, b, p), a in acc.items()]
+  return {"spec": {"methods": ["sc_cot", "debate", "hieramas"]}, "cells": {c.key: c.to_json() for c in cells}}
 
 
 def test_orderings_hold_flip_or_tie_across_profiles():

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hieramas_jax.experiment import cli
+from hieramas_jax.errors import UserError
 from hieramas_jax.experiment import runner
 from hieramas_jax.experiment.evaluate import ITEMS_FILE, evaluate, load_done
 from hieramas_jax.experiment.rundir import prepare_run_dir
@@ -30,7 +30,7 @@ def _exit_line(capsys, fn) -> str:
   """The message of `fn`'s error, checked to be a user error: `cli.run_or_exit` prints it as one
   `error:` line and exits 2 (run_or_exit itself shuts logging down, so it is not called here)."""
   del capsys
-  with pytest.raises(cli.USER_ERRORS) as e:
+  with pytest.raises(UserError) as e:
     fn()
   message = str(e.value)
   assert "\n" not in message and "Traceback" not in message, message

@@ -9,7 +9,9 @@ import json
 import pytest
 
 from hieramas_jax.experiment.backend import Backend
-from hieramas_jax.experiment.runner import PER_QUERY_COLUMNS, TableSpec, run_table
+from hieramas_jax.experiment.cell_writers import PER_QUERY_COLUMNS
+from hieramas_jax.experiment.runner import run_table
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.experiment.writers import StageWandbWriters, WandbWriter, log_result_run, wandb_mode
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
@@ -106,8 +108,9 @@ HIERAMAS_TINY = {"stage1_steps": 2, "stage1_batch": 2, "stage1_samples": 2, "sta
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_every_cell_and_training_stage_is_its_own_wandb_run(tmp_path):
-  spec = TableSpec(("base", "hieramas"), ("mmlu_redux",), ("gpt-5-mini",), "main", (0,), {"mmlu_redux": 6}, 3, 3,
-                   {"hieramas": HIERAMAS_TINY})
+  spec = TableSpec(methods=("base", "hieramas"), benchmarks=("mmlu_redux",), pools=("gpt-5-mini",), setting="main",
+                   seeds=(0,), train_limit={"mmlu_redux": 6}, val_limit=3, test_limit=3,
+                   method_options={"hieramas": HIERAMAS_TINY})
   sim = start_sim_in_thread(SimConfig(seed=0))
   try:
     async def go():
@@ -150,7 +153,8 @@ def test_every_cell_and_training_stage_is_its_own_wandb_run(tmp_path):
 
 
 def test_a_killed_and_resumed_table_has_one_wandb_run_per_cell_and_a_rerun_adds_none(tmp_path):
-  spec = TableSpec(("base", "cot"), ("math",), ("gpt-5-mini",), "main", (0,), {"math": 4}, 2, 6)
+  spec = TableSpec(methods=("base", "cot"), benchmarks=("math",), pools=("gpt-5-mini",), setting="main", seeds=(0,),
+                   train_limit={"math": 4}, val_limit=2, test_limit=6)
   sim = start_sim_in_thread(SimConfig(seed=0, latency_scale=0.2))
   root = tmp_path / "table1"
 

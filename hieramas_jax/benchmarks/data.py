@@ -13,9 +13,12 @@ import hashlib
 import json
 from typing import Any, Mapping
 
+from hieramas_jax.errors import UserError
 from hieramas_jax.paths import BENCHMARK_DATA_DIR
 
 BENCHMARKS = ("humaneval_plus", "math", "mmlu_redux")
+# How tables, figures and the calibration report name each benchmark.
+BENCHMARK_TITLES = {"humaneval_plus": "HumanEval+", "math": "MATH", "mmlu_redux": "MMLU-Redux"}
 
 # Benchmark -> vendored file (relative to BENCHMARK_DATA_DIR). Hashes of these bytes go
 # into every result's provenance.
@@ -31,11 +34,11 @@ DOMAIN = {"humaneval_plus": "code", "math": "math", "mmlu_redux": "knowledge"}
 LETTERS = "ABCD"
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
   """A benchmark file or row is missing or malformed."""
 
 
-class UnknownBenchmarkError(KeyError):
+class UnknownBenchmarkError(UserError, KeyError):
   """A benchmark name that the suite does not know."""
 
   def __str__(self) -> str:

@@ -48,6 +48,7 @@ import weakref
 
 from hieramas_jax.benchmarks import _sandbox_child as child
 from hieramas_jax.benchmarks import cgroups
+from hieramas_jax.errors import UserError
 from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def _tree_cpu_s(pid: int) -> float | None:
   return sum(cpu[p] for p in tree)
 
 
-class SandboxError(RuntimeError):
+class SandboxError(UserError, RuntimeError):
   """The sandbox itself failed (it could not start, or the canonical solution failed)."""
 
 

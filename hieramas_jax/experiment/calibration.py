@@ -29,10 +29,7 @@ seeds (independent simulated worlds, to cut the noise of a small benchmark).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-import hashlib
 import json
 import math
 import pathlib
@@ -43,19 +40,21 @@ import numpy as np
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.evaluate import evaluate, summarise
-from hieramas_jax.experiment.provenance import atomic_write_json, atomic_write_text, provenance
-from hieramas_jax.experiment.table1 import prepare_run_dir, safe_name
-from hieramas_jax.llm.registry import MODELS, POOLS, get_model, get_pool
+from hieramas_jax.experiment.provenance import provenance
+from hieramas_jax.experiment.record import ids_sha256
+from hieramas_jax.experiment.spec import InvalidRunError
+from hieramas_jax.experiment.rundir import prepare_run_dir, safe_name
+from hieramas_jax.llm.registry import get_model, get_pool
 from hieramas_jax.mas import structures
 from hieramas_jax.methods.api import Method, RunContext
 from hieramas_jax.methods.fixed_mas import FixedMAS
 from hieramas_jax.methods.registry import make_method
 from hieramas_jax.methods.single import SingleCall
-from hieramas_jax.report.table1 import BENCHMARK_TITLES
 
 DEFAULT_TOLERANCE_PTS = 3.0
 SECTIONS = ("single", "fit", "validation", "collaboration", "cost_check")
-SETTINGS = ("gpt-5-mini", "qwen3-80b")
+# The LLM pools (Table 1's two settings) every collaboration and validation cell runs in.
+CALIBRATION_POOLS = ("gpt-5-mini", "qwen3-80b")
 # Mixture-of-Agents rows sample at the published methods' temperature (Wang et al. 2024 and Li et al.
 # 2025 sample proposers at 0.7), not the MAS runs' 0.2: at 0.2 two samples of one model are
 # near-copies and Self-MoA would not be Self-MoA. GPT-5 models ignore it (their API fixes 1.0).
@@ -84,7 +83,11 @@ def calibration_items(benchmark: str, n_items: int, seed: int) -> list:
 
 @dataclasses.dataclass
 class Measurer:
-  """Runs (method, benchmark, setting) cells under every needed sim seed, with resumable run dirs."""
+  """Runs (method, benchmark, pool) cells under every needed sim seed, with resumable run dirs.
+
+  Its records and run-directory configs name the pool "setting" (Table 1's pool settings): the committed
+  calibration.json and runs/calibration keep that key.
+  """
 
   backends: Mapping[int, Backend]
   root: pathlib.Path
@@ -96,7 +99,7 @@ class Measurer:
   def seeds(self, benchmark: str) -> Sequence[int]:
     return self.code_seeds if benchmark == "humaneval_plus" else (self.code_seeds[0],)
 
-  async def cell(self, section: str, key: str, method: Method, benchmark: str, setting: str,
+  async def cell(self, section: str, key: str, method: Method, benchmark: str, pool: str,
                  items: Sequence | None = None) -> dict[str, Any]:
     items = list(items if items is not None else self.items[benchmark])
     results = []
@@ -105,16 +108,16 @@ class Measurer:
       # The item set is part of the path: another sample size is another run, never a mismatch.
       temperature = getattr(method, "temperature", None)
       variant = f"items{_ids_digest(items)[:8]}" + (f"-T{temperature:g}" if temperature is not None else "")
-      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / setting / f"seed{seed}-{variant}", {
-          "section": section, "cell": key, "benchmark": benchmark, "setting": setting, "sim_seed": seed,
+      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / pool / f"seed{seed}-{variant}", {
+          "section": section, "cell": key, "benchmark": benchmark, "setting": pool, "sim_seed": seed,
           "endpoint": backend.endpoint.name, "item_ids_sha": _ids_digest(items)})
-      ctx = RunContext(backend.client, get_pool(setting), seed)
+      ctx = RunContext(backend.client, get_pool(pool), seed)
       results += await evaluate(method, items, ctx, run_dir=run_dir, bound=self.max_queries,
-                                progress=self.progress, desc=f"{section} {key} {benchmark} {setting} s{seed}",
+                                progress=self.progress, desc=f"{section} {key} {benchmark} {pool} s{seed}",
                                 save_traces=False)
     s = summarise(results)
     p = s["accuracy"] / 100.0
-    return {"key": key, "benchmark": benchmark, "setting": setting, "accuracy": round(s["accuracy"], 2),
+    return {"key": key, "benchmark": benchmark, "setting": pool, "accuracy": round(s["accuracy"], 2),
             "stderr": round(100.0 * math.sqrt(max(p * (1 - p), 1e-12) / s["n"]), 2), "n": s["n"],
             "cost_per_query": s["cost_usd"] / s["n"], "calls_per_query": s["n_calls"] / s["n"],
             "truncated_share": round(s["truncated_calls"] / max(s["n_calls"], 1), 4),
@@ -122,7 +125,8 @@ class Measurer:
 
 
 def _ids_digest(items) -> str:
-  return hashlib.sha256("\n".join(it.id for it in items).encode()).hexdigest()[:16]
+  """The item set's digest, cut to 16 hex digits (run-directory names and config.json hold it so)."""
+  return ids_sha256(it.id for it in items)[:16]
 
 
 def _within(measured: float, target: float, tolerance: float) -> bool:
@@ -154,10 +158,10 @@ async def measure_fit(m: Measurer, benchmarks: Sequence[str], tolerance: float) 
   from hieramas_jax.experiment.sim_fit import PAPER_ROWS  # pylint: disable=import-outside-toplevel
   cells = []
   for method, row in PAPER_ROWS.items():
-    for (b, setting), target in row.items():
+    for (b, pool), target in row.items():
       if b not in benchmarks:
         continue
-      c = await m.cell("fit", method, make_method(method), b, setting)
+      c = await m.cell("fit", method, make_method(method), b, pool)
       cells.append({**c, "method": method, "target": target, "measured": c["accuracy"],
                     "diff": round(c["accuracy"] - target, 2), "within": _within(c["accuracy"], target, tolerance),
                     "fitted": FITTED_BY[method] is not None,
@@ -225,14 +229,15 @@ async def measure_collaboration(m: Measurer, benchmarks: Sequence[str], n_items:
   cells = []
   for b in benchmarks:
     items = calibration_items(b, n_items, seed)
-    for setting in SETTINGS:
+    for pool in CALIBRATION_POOLS:
       for key, (_, make) in COLLABORATION.items():
-        cells.append(await m.cell("collaboration", key, make(), b, setting, items))
+        cells.append(await m.cell("collaboration", key, make(), b, pool, items))
   return {"configs": {k: v[0] for k, v in COLLABORATION.items()}, "cells": cells}
 
 
-def _lookup(cells: Sequence[Mapping[str, Any]], key: str, b: str, setting: str) -> Mapping[str, Any]:
-  return next(c for c in cells if c["key"] == key and c["benchmark"] == b and c["setting"] == setting)
+def lookup_cell(cells: Sequence[Mapping[str, Any]], key: str, b: str, pool: str) -> Mapping[str, Any]:
+  """The measured cell of configuration `key` on benchmark `b` in pool `pool` (StopIteration: none)."""
+  return next(c for c in cells if c["key"] == key and c["benchmark"] == b and c["setting"] == pool)
 
 
 DIRECTIONS = (
@@ -254,10 +259,10 @@ def directions(collab_cells: Sequence[Mapping[str, Any]], benchmarks: Sequence[s
   for name, source, statement, config, against in DIRECTIONS:
     per_cell = []
     for b in benchmarks:
-      for setting in SETTINGS:
-        value = _lookup(collab_cells, config, b, setting)["accuracy"]
-        best = max(_lookup(collab_cells, a, b, setting)["accuracy"] for a in against)
-        per_cell.append({"benchmark": b, "setting": setting, "config": value, "comparison": best,
+      for pool in CALIBRATION_POOLS:
+        value = lookup_cell(collab_cells, config, b, pool)["accuracy"]
+        best = max(lookup_cell(collab_cells, a, b, pool)["accuracy"] for a in against)
+        per_cell.append({"benchmark": b, "setting": pool, "config": value, "comparison": best,
                          "margin": round(value - best, 2)})
     mean_margin = float(np.mean([c["margin"] for c in per_cell]))
     out.append({"name": name, "source": source, "statement": statement, "config": config, "against": list(against),
@@ -271,7 +276,7 @@ async def measure_validation(m: Measurer, benchmarks: Sequence[str], fit: Mappin
   from hieramas_jax.experiment.sim_fit import (  # pylint: disable=import-outside-toplevel
       COT_AVERAGE, FULL_GRAPH_AVERAGE, SC_COT_AVERAGE)
   cells = [await m.cell("validation", "full_graph", FixedMAS("full_graph", _full_graph), b, s)
-           for b in benchmarks for s in SETTINGS]
+           for b in benchmarks for s in CALIBRATION_POOLS]
   average = float(np.mean([c["accuracy"] for c in cells]))
   def fit_average(method: str) -> float:
     vals = [c["measured"] for c in fit.get("cells", []) if c["method"] == method]
@@ -325,11 +330,11 @@ def error_coincidence_table(benchmarks: Sequence[str], n_items: int, seed: int) 
 
 async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[str], benchmarks: Sequence[str],
                           n_items: int, collab_items: int, code_seeds: Sequence[int], seed: int,
-                          out_dir: str | pathlib.Path, run_root: str | pathlib.Path, flags: Mapping[str, Any],
+                          run_root: str | pathlib.Path, flags: Mapping[str, Any],
                           sections: Sequence[str] = SECTIONS, tolerance: float = DEFAULT_TOLERANCE_PTS,
                           max_queries: int = 64, progress: bool = True, command: str | None = None,
                           cost_limit: int | None = None, profile: str = "fitted") -> dict[str, Any]:
-  """Measures the selected sections; writes calibration.json / .md into out_dir."""
+  """Measures the selected sections; returns calibration.json's record (`report.calibration` writes it)."""
   first = backends[code_seeds[0]]
   prov = provenance(seed=seed, benchmarks=benchmarks, flags=flags, backend=first.label, command=command)
   root = pathlib.Path(run_root) / safe_name(first.endpoint.name)
@@ -354,9 +359,6 @@ async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[s
   record["aggregation_fit"] = aggregation_fit_record()
   record["parameters"] = parameter_table(profile)
   record["provenance"] = prov
-  out_dir = pathlib.Path(out_dir)
-  atomic_write_json(out_dir / "calibration.json", record)
-  atomic_write_text(out_dir / "calibration.md", calibration_markdown(record))
   return record
 
 
@@ -418,179 +420,6 @@ def parameter_table(profile: str = "fitted") -> dict[str, Any]:
   return {"profile": profile, "rows": rows}
 
 
-# ---- markdown ------------------------------------------------------------------------------------
-
-
-def _title(b: str) -> str:
-  return BENCHMARK_TITLES.get(b, b)
-
-
-def calibration_markdown(record: Mapping[str, Any]) -> str:
-  prov = record["provenance"]
-  sim = prov.get("backend") == "sim"
-  tol = record["tolerance_pts"]
-  profile = record.get("parameters", {}).get("profile", "fitted")
-  pool = f"simulated pool (profile {profile})" if sim else f"{prov.get('backend')} endpoint"
-  lines = ["# Calibration of the " + pool
-           + ": fit, validation, collaboration, cost", ""]
-  if sim:
-    lines += [f"**{prov['label']}.** Every number below is measured on the simulated pool through the suite's "
-              "own methods, MAS runtime, HTTP client and real graders.", ""]
-  lines += [f"Items: MATH {record['items_per_benchmark'].get('math', 0)}, MMLU-Redux "
-            f"{record['items_per_benchmark'].get('mmlu_redux', 0)} (seeded sample), HumanEval+ "
-            f"{record['items_per_benchmark'].get('humaneval_plus', 0)} x sim seeds {record['code_seeds']} "
-            f"(independent simulated worlds). Goal: within {tol:g} points. ±SE: binomial standard error.", ""]
-  fit = record.get("fit")
-  if fit:
-    lines += ["## The paper's Table 1 baseline rows (Base, CoT, SC, SC+CoT fitted: they match by construction, "
-              "within noise; LLM-Debate measured, never fitted)", "",
-              f"Cells outside {tol:g} points: {fit['n_outside']} of {len(fit['cells'])}; largest |diff| "
-              f"{fit['max_abs_diff']:.2f}.", "",
-              "| Method | Benchmark | Setting | Paper % | Sim % | Diff | ±SE | n | fitted by | within |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in fit["cells"]:
-      lines.append(f"| {c['method']} | {_title(c['benchmark'])} | {c['setting']} | {c['target']:.2f} | "
-                   f"{c['measured']:.2f} | {c['diff']:+.2f} | {c['stderr']:.2f} | {c['n']} | {c['fitted_by']} | "
-                   f"{'yes' if c['within'] else '**NO**'} |")
-    lines.append("")
-  val = record.get("validation")
-  if val:
-    fg = val["full_graph"]
-    lines += ["## Validation: never fitted (the sim's predictions)", "",
-              f"**Full-Graph** (one strong agent per role as the reference runs it, every forward "
-              f"edge, one round, decision node): sim average **{fg['average']:.2f}%** against the paper's "
-              f"{fg['target']:.2f}% ({'within' if fg['within'] else '**outside**'} {tol:g} points); sim CoT average "
-              f"{fg['cot_average_measured']:.2f}% (paper {fg['paper_cot_average']:.2f}%): Full-Graph above CoT "
-              f"{'holds' if fg['sign_holds'] else '**does not hold**'}; sim SC+CoT average "
-              f"{fg.get('sc_cot_average_measured', float('nan')):.2f}% "
-              f"(paper {fg.get('paper_sc_cot_average', 91.6):.2f}%): "
-              f"Full-Graph above SC+CoT (paper +1.18) "
-              f"{'holds' if fg.get('sign_vs_sc_cot_holds') else '**does not hold**'}.", "",
-              "| Benchmark | Setting | Full-Graph % | ±SE | n | $/query | calls/query |",
-              "|---|---|---|---|---|---|---|"]
-    for c in fg["cells"]:
-      lines.append(f"| {_title(c['benchmark'])} | {c['setting']} | {c['accuracy']:.2f} | {c['stderr']:.2f} | "
-                   f"{c['n']} | {c['cost_per_query']:.5f} | {c['calls_per_query']:.1f} |")
-    lines += ["", "Published directions (margin = configuration minus its comparison, points):", "",
-              "| Direction | Source | Cells holding | Mean margin | Holds |", "|---|---|---|---|---|"]
-    for d in val["directions"]:
-      lines.append(f"| {d['statement']} | {d['source']} | {d['cells_holding']} of {len(d['cells'])} | "
-                   f"{d['mean_margin']:+.2f} | {'yes' if d['holds'] else '**NO**'} |")
-    lines.append("")
-  collab = record.get("collaboration")
-  if collab:
-    lines += ["## Collaboration: what the sim's mechanisms do to multi-agent configurations", "",
-              f"{record['collab_items']} items per benchmark (seeded sample; MATH has 500).", ""]
-    columns = " | ".join(f"{_title(b)} {s}" for b in ("math", "mmlu_redux") for s in SETTINGS)
-    header = f"| Configuration | {columns} |"
-    lines += [header, "|---|" + "---|" * 4]
-    for key, desc in collab["configs"].items():
-      row = []
-      for b in ("math", "mmlu_redux"):
-        for s in SETTINGS:
-          try:
-            c = _lookup(collab["cells"], key, b, s)
-            row.append(f"{c['accuracy']:.1f} (${c['cost_per_query']:.4f})")
-          except StopIteration:
-            row.append("-")
-      lines.append(f"| {desc} | " + " | ".join(row) + " |")
-    lines += ["", "Cell: accuracy % ($ per query).", ""]
-  cost = record.get("cost_check")
-  if cost:
-    lines += ["## Cost scale against the paper (test splits, gpt-5-mini everywhere)", "",
-              "Reported only: both rows are structures of methods under study (a HieraMAS ablation, Full-Graph), "
-              "so no parameter is set or checked from them; token lengths are assumptions except the sourced "
-              "ones listed under Parameters (docs/simulator.md, docs/calibration-sources.md).", "",
-              "| Row | Benchmark | Structure | Sim $ | Paper $ | Ratio | within ±30% |",
-              "|---|---|---|---|---|---|---|"]
-    for r in cost["rows"]:
-      lines.append(f"| {r['name']} | {_title(r['benchmark'])} | {r['structure']} | {r['measured_usd']:.2f} | "
-                   f"{r['target_usd']:.2f} | {r['ratio']:.2f} | {'yes' if r['within'] else '**NO**'} |")
-    lines.append("")
-  ec = record.get("error_coincidence")
-  if ec:
-    lines += ["## Error coincidence (in-process, from the sim's own answer identities)", "",
-              "| Benchmark | Two models both wrong: same answer | Target "
-              "| One model, two samples at T=1 both wrong: same |",
-              "|---|---|---|---|"]
-    for b, e in ec.items():
-      lines.append(f"| {_title(b)} | {e['between_models']:.3f} (n={e['n_between']}) | "
-                   f"{e['target_between_models']:.2f} | "
-                   f"{e['within_model_T1']:.3f} (n={e['n_within']}) |")
-    lines.append("")
-  single = record.get("single")
-  if single:
-    lines += ["## Single models: Base accuracy against the calibration table", "",
-              f"Pipeline: {single['pipeline']}. Targets and sources: `hieramas_jax/sim/calibration_targets.py` "
-              "(paper_base = HieraMAS Table 1 Base row; public->base = a public figure moved to the Base prompt; "
-              "assumption = no published figure, rule in the note).", "",
-              f"Cells off by more than {tol:g} points: {single['n_off']} of {len(single['cells'])}; largest |diff|: "
-              f"{single['max_abs_diff']:.2f}.", "",
-              "| Model | Benchmark | Target % | Measured % | Diff | ±SE | n | Source | Flag |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for c in single["cells"]:
-      lines.append(f"| {c['model']} | {_title(c['benchmark'])} | {c['target']:.2f} | {c['measured']:.2f} | "
-                   f"{c['diff']:+.2f} | {c['stderr']:.2f} | {c['n']} | {c['source']} | "
-                   f"{'**OFF**' if c['off'] else 'ok'} |")
-    lines += ["", "Notes per cell:", ""]
-    lines += [f"- {c['model']} / {c['benchmark']}: {c['note']}" for c in single["cells"]]
-    cut = [c for c in single["cells"] if c.get("truncated_share", 0.0) > 0.05]
-    if cut:
-      lines += ["", "Cut by max_tokens 2048 (the suite's and the reference code's cap): a reasoning model cut "
-                "while reasoning returns an empty answer, so these cells miss their target by what the cap "
-                "costs, not by a fit error (docs/simulator.md, \"Truncation at the suite's cap\"):", ""]
-      lines += [f"- {c['model']} / {c['benchmark']}: {100 * c['truncated_share']:.1f}% of calls cut; "
-                f"measured {c['measured']:.2f}% against {c['target']:.2f}%" for c in cut]
-    lines.append("")
-  lines += aggregation_fit_markdown(record.get("aggregation_fit"))
-  lines += parameters_markdown(record.get("parameters"))
-  lines += ["## Provenance", "", "Command:", "", "```", prov["command"], "```", ""]
-  lines += ["```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
-  return "\n".join(lines)
-
-
-def _row_line(r: Mapping[str, Any]) -> str:
-  m = r["measured"]
-  n = f"{r['n']}{' (assumed)' if r['n_assumed'] else ''}"
-  return (f"| {r['name']} | {r['use']} | {r['locator']} | {r['target']:+.2f} ± {r['target_interval']:.2f} | {n} | "
-          f"{m['fitted']:+.2f} ± {r['measured_interval']:.2f} | {m['low']:+.2f} / {m['high']:+.2f} | "
-          f"{'yes' if r['holds'] else '**NO**'} | {'yes' if r['direction_holds'] else '**NO**'} |")
-
-
-def aggregation_fit_markdown(agg: Mapping[str, Any] | None) -> list[str]:
-  """The aggregation fit's table (fit, hold-out, voting checks) and its mechanism-level validation."""
-  if not agg:
-    return []
-  head = ["| Row | Use | Locator | Published effect (pp, 95%) | n | Sim, fitted profile (95%) | Sim low / high "
-          "| Holds | Direction holds |", "|---|---|---|---|---|---|---|---|---|"]
-  lines = ["## Aggregation mechanism: fit on published rows (mechanism-level, relative effects)", "",
-           f"Grid of {agg['region_size']} points within Δχ² ≤ {agg['delta_chi2']:g} of the best "
-           f"(χ² {agg['best_chi2']:.2f}) form the confidence region; `low` and `high` are its points of least and "
-           f"most mean synthesis gain. {agg['n_items']} synthetic items per population. Effects in points: "
-           "aggregate minus best member (synthesis), vote minus one sample (voting).", ""]
-  lines += head + [_row_line(r) for r in agg["rows"] if r["use"] in ("fit", "holdout", "check")]
-  lines += ["", "### Mechanism-level validation (never fitted: debate, USC, self-revision)", ""]
-  lines += head + [_row_line(r) for r in agg["rows"] if r["use"] == "validation"]
-  misses = [r for r in agg["rows"] if not r["holds"]]
-  if misses:
-    lines += ["", "Misses (size = sim minus published): " + "; ".join(
-        f"{r['name']} {r['measured']['fitted'] - r['target']:+.1f}" for r in misses) + ". Causes: docs/simulator.md "
-        "'Calibration: what the aggregation fit does not reproduce'."]
-  return lines + [""]
-
-
-def parameters_markdown(table: Mapping[str, Any] | None) -> list[str]:
-  if not table:
-    return []
-  lines = [f"## Every parameter (served profile: {table['profile']})", "",
-           "| Parameter | Value | Status | Source | low / fitted / high |", "|---|---|---|---|---|"]
-  for r in table["rows"]:
-    prof = r.get("profiles")
-    span = " / ".join(f"{prof[k]:g}" for k in ("low", "fitted", "high")) if prof else ""
-    lines.append(f"| {r['name']} | {json.dumps(r['value'])} | {r['status']} | {r['source']} | {span} |")
-  return lines + [""]
-
-
 def check_models(models: Sequence[str]) -> list[str]:
   for m in models:
     get_model(m)
@@ -600,9 +429,5 @@ def check_models(models: Sequence[str]) -> list[str]:
 def check_sections(sections: Sequence[str]) -> list[str]:
   unknown = [s for s in sections if s not in SECTIONS]
   if unknown:
-    raise ValueError(f"unknown calibration section(s) {unknown}; known: {', '.join(SECTIONS)}")
+    raise InvalidRunError(f"unknown calibration section(s) {unknown}; known: {', '.join(SECTIONS)}")
   return list(sections)
-
-
-__all__ = ["run_calibration", "calibration_markdown", "check_models", "check_sections", "SECTIONS", "MODELS", "POOLS",
-           "contextlib"]

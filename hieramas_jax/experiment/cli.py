@@ -1,33 +1,32 @@
-"""Shared entry-point plumbing: user mistakes end in one clear error line and a non-zero exit."""
+"""The one entry-point body: every program in experiments/ and launch/ is `cli.run(main)`.
+
+What each program would otherwise repeat lives here: absl flag parsing (a bad flag is one `error:`
+line), no positional arguments, the console quieted unless --verbose, the persistent JAX compile
+cache, the backends of a run (one per seed), and the one place user errors are caught: a
+`hieramas_jax.errors.UserError` anywhere below prints one `error:` line per problem to stderr and
+exits 2; any other exception is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
-from hieramas_jax.benchmarks.data import DataError, UnknownBenchmarkError
-from hieramas_jax.benchmarks.sandbox import SandboxError
-from hieramas_jax.llm.errors import LLMError
-from hieramas_jax.llm.registry import UnknownModelError, UnknownPoolError
-from hieramas_jax.mas.config import ConfigError
-from hieramas_jax.mas.roles import UnknownRoleError
-from hieramas_jax.methods.api import UnknownMethodError
+from hieramas_jax import aio
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment.console import quiet_console
+from hieramas_jax.paths import cache_dir
 
 EXIT_USER_ERROR = 2
 
-# Errors that mean "the request was wrong / the world is not as the flags say", not a bug: they get
-# one line, no traceback. Anything else is a bug and keeps its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    UnknownMethodError, UnknownBenchmarkError, UnknownPoolError, UnknownModelError, UnknownRoleError,
-    LLMError, DataError, ConfigError, SandboxError)
 
-
-def run_or_exit(fn: Callable[[], Any], extra_errors: tuple[type[BaseException], ...] = ()) -> Any:
-  """Calls `fn`; on a user error prints `error: <message>` to stderr and exits with status 2."""
+def run_or_exit(fn: Callable[[], Any]) -> Any:
+  """Calls `fn`; on a `UserError` prints `error: <message>` (one line per problem) to stderr and exits 2."""
   try:
     return fn()
-  except USER_ERRORS + extra_errors as e:
+  except UserError as e:
     logging.shutdown()
     for problem in getattr(e, "problems", None) or [e]:  # a preflight names every conflict, one line each
       print(f"error: {problem}", file=sys.stderr, flush=True)
@@ -46,6 +45,68 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
   except flags.Error as e:
     print(f"error: {e}", file=sys.stderr, flush=True)
     sys.exit(EXIT_USER_ERROR)
+
+
+def enable_jax_cache() -> None:
+  """Compiled XLA executables persist across runs: a rerun, an ablation or a sweep point does not recompile."""
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax-compile"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def run(main: Callable[[], Any], *, jax_cache: bool = False) -> None:
+  """Runs `main()` as an absl program, inside the shared body (see the module docstring).
+
+  Args:
+    main: the program, flags already parsed (read them from `absl.flags.FLAGS`).
+    jax_cache: turn the persistent JAX compile cache on first (programs that train).
+  """
+  from absl import app, flags  # pylint: disable=import-outside-toplevel
+
+  def absl_main(argv: list[str]) -> None:
+    if len(argv) > 1:
+      raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if "verbose" in flags.FLAGS:
+      quiet_console(flags.FLAGS.verbose)
+    if jax_cache:
+      enable_jax_cache()
+    run_or_exit(main)
+
+  app.run(absl_main, flags_parser=parse_flags_or_exit)
+
+
+@contextlib.asynccontextmanager
+async def open_backends(flag_values: Any, seeds: Iterable[int], **kwargs: Any) -> AsyncIterator[dict[int, Any]]:
+  """One open backend per seed (each seed is its own simulated world on the sim); `kwargs` go to `open_backend`."""
+  # Imported here, as in run_spec: programs that open no backend (the report) stay light.
+  from hieramas_jax.experiment.backend import open_backend  # pylint: disable=import-outside-toplevel
+  async with contextlib.AsyncExitStack() as stack:
+    yield {s: await stack.enter_async_context(open_backend(flag_values, seed=s, **kwargs)) for s in seeds}
+
+
+def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, Any], max_queries: int,
+             progress: bool, use_wandb: bool, sim_process: bool, backend_flags: Any = None,
+             needed_models: bool = True) -> dict[str, Any]:
+  """Opens the spec's backends from the shared backend flags and runs the table; returns its record.
+
+  Args:
+    spec: what to run (a `spec.TableSpec`).
+    flag_values: the program's flags (the backend flags are read from them unless `backend_flags`).
+    run_root, flags, max_queries, progress, use_wandb: as `runner.run_table`.
+    sim_process: serve the embedded sim from its own process.
+    backend_flags: backend flags to use instead of `flag_values` (a sim profile per run).
+    needed_models: check only the spec's pools' models at a real endpoint (else every mapped model).
+  """
+  from hieramas_jax.experiment.backend import pool_models  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.runner import run_table  # pylint: disable=import-outside-toplevel
+
+  async def go():
+    async with open_backends(backend_flags if backend_flags is not None else flag_values, spec.seeds,
+                             sim_process=sim_process,
+                             **({"needed_models": pool_models(spec.pools)} if needed_models else {})) as backends:
+      return await run_table(spec, backends, run_root=run_root, flags=flags, max_queries=max_queries,
+                             progress=progress, use_wandb=use_wandb)
+  return aio.run(go())
 
 
 # Appended to every --run_root help whose entry point uses `default_run_root`.

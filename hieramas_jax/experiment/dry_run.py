@@ -20,7 +20,7 @@ import json
 import pathlib
 from typing import Any, Mapping
 
-from hieramas_jax.experiment.runner import TableSpec, cell_items
+from hieramas_jax.experiment.spec import TableSpec, cell_items
 from hieramas_jax.llm.registry import MODELS
 from hieramas_jax.paths import RESULTS_DIR
 

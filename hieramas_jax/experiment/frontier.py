@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.experiment.runner import PreflightError, TableSpec, plan_table, run_table, table_root
+from hieramas_jax.experiment.runner import PreflightError, plan_table, run_table, table_root
+from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 
 RECIPE_METHODS = {"published": "hieramas", "total_cost": "hieramas_total_cost"}
@@ -41,9 +42,10 @@ def frontier_specs(benchmarks: Sequence[str], pools: Sequence[str], ks: Sequence
       opts = dict(options or {})
       if tag or opts:
         opts["reward_k"] = float(k)
-      spec = TableSpec((method,), tuple(benchmarks), tuple(pools), "main", (seed,),
-                       {b: train_limit for b in benchmarks} if train_limit else {}, val_limit, test_limit,
-                       {method: opts} if opts else {}, tag)
+      spec = TableSpec(methods=(method,), benchmarks=tuple(benchmarks), pools=tuple(pools), setting="main",
+                       seeds=(seed,), train_limit={b: train_limit for b in benchmarks} if train_limit else {},
+                       val_limit=val_limit, test_limit=test_limit, method_options={method: opts} if opts else {},
+                       tag=tag)
       out.append((spec, recipe, float(k)))
   return out
 

@@ -14,8 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from hieramas_jax.benchmarks.data import data_sha256
 from hieramas_jax.benchmarks.sandbox import sandbox_provenance
-# Re-exported: results writers import them from here.
-from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # noqa: F401  pylint: disable=unused-import
+from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
 from hieramas_jax.paths import REPO_DIR
 

@@ -14,10 +14,21 @@ import pathlib
 from typing import Any, Mapping
 
 from hieramas_jax.benchmarks.data import DataError
+from hieramas_jax.errors import UserError
 from hieramas_jax.fileio import atomic_write_text
 from hieramas_jax.paths import REPO_DIR
 
 DATA_KEY = "data"
+
+# A cell's run directory (`runner.cell_dir`): what each file holds is said where it is written.
+FIT_FILE = "fit.json"
+STATE_DIR = "state"
+TRAINING_COST_FILE = "training_cost.json"
+SUMMARY_FILE = "summary.json"
+PROGRESS_FILE = "progress.json"
+CHOSEN_FILE = "chosen_graphs.json"
+# The commits whose code computed a cell's fit or test results (a rerun that only replays adds none).
+COMPUTED_FILE = "computed_by.json"
 
 
 class StateError(DataError):
@@ -77,7 +88,7 @@ def read_sealed_lines(path: str | os.PathLike, fix: str) -> tuple[list[dict[str,
   return records, torn
 
 
-class RunConfigMismatchError(ValueError):
+class RunConfigMismatchError(UserError, ValueError):
   """A run directory holds results of a different configuration: refuse to mix them."""
 
 
@@ -153,6 +164,11 @@ def _data_difference(old: Any, new: Mapping[str, Any]) -> str:
   return "; ".join(changed) or "its data record differs"
 
 
-def safe_name(name: str) -> str:
-  """An endpoint name as a directory name ("sim:seed0:ab12" -> "sim-seed0-ab12")."""
-  return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+def safe_name(name: str, sep: str = "-") -> str:
+  """`name` as one path component: every character other than a letter, digit, '-', '_' or '.' becomes `sep`.
+
+  The suite's one sanitiser: endpoint names as run roots ("sim:seed0:ab12" -> "sim-seed0-ab12"), a
+  sweep point's --run_name as its cell's tag ("k/k_pool=50" -> "k_k_pool_50" with sep="_"), cell keys
+  as page anchors. One character in, one out: names already on disk keep their spelling.
+  """
+  return "".join(c if c.isalnum() or c in "-_." else sep for c in name)

@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from hieramas_jax.benchmarks.data import LETTERS, Item, load_items
+from hieramas_jax.benchmarks.data import Item, load_items
 from hieramas_jax.llm.client import CallResult
-from hieramas_jax.llm.registry import MODELS, get_model, get_pool
+from hieramas_jax.llm.registry import get_model, get_pool
 from hieramas_jax.mas.runtime import RunSettings, run_mas
 from hieramas_jax.methods.api import RunContext
 from hieramas_jax.methods.registry import make_method
@@ -116,7 +116,7 @@ def method_solver(name: str) -> Solver:
 
 
 def mas_solver(build: Callable[[str, str], Any], settings: RunSettings = RunSettings()) -> Solver:
-  """A solver running `build(benchmark, setting)` (a MASConfig) through the MAS runtime."""
+  """A solver running `build(benchmark, pool name)` (a MASConfig) through the MAS runtime."""
   async def solve(ctx: RunContext, item: Item):
     return await run_mas(ctx.client, item, build(item.benchmark, ctx.pool.name), settings)
   return solve
@@ -130,11 +130,13 @@ class CellResult:
   calls_per_query: float
 
 
-def run_cell(behaviours: Sequence[BehaviourModel], solver: Solver, items: Sequence[Item], setting: str
-             ) -> CellResult:
-  """Accuracy (percent), n and mean cost of one solver on `items` under each behaviour (sim seed)."""
+def simulate_cell(behaviours: Sequence[BehaviourModel], solver: Solver, items: Sequence[Item], pool_name: str
+                  ) -> CellResult:
+  """Accuracy (percent), n and mean cost of one solver on `items` under each behaviour (sim seed).
+
+  In-process, no HTTP: not a runner cell (`runner.run_cell`), hence the name."""
   correct, cost, calls = [], 0.0, 0
-  pool = get_pool(setting)
+  pool = get_pool(pool_name)
 
   async def go(client: DirectSimClient):
     ctx = RunContext(client, pool, client.behaviour.seed)
@@ -174,14 +176,14 @@ def fit_items(benchmark: str, n_items: int, seed: int = 0) -> list[Item]:
 
 def fit_cells(methods: Iterable[str], behaviours_for: Mapping[str, Sequence[BehaviourModel]],
               items_for: Mapping[str, Sequence[Item]]) -> dict[str, dict[str, Any]]:
-  """Measured vs target for `methods` over the six benchmark x setting cells."""
+  """Measured vs target for `methods` over the six benchmark x pool cells (keyed "setting" in the records)."""
   out = {}
   for method in methods:
-    for (benchmark, setting), target in PAPER_ROWS[method].items():
-      res = run_cell(behaviours_for[benchmark], method_solver(method), items_for[benchmark], setting)
-      out[f"{method}/{benchmark}/{setting}"] = {"method": method, "benchmark": benchmark, "setting": setting,
-                                                "target": target, "measured": round(res.accuracy, 2),
-                                                "n": res.n, "cost_per_query": res.cost_per_query}
+    for (benchmark, pool), target in PAPER_ROWS[method].items():
+      res = simulate_cell(behaviours_for[benchmark], method_solver(method), items_for[benchmark], pool)
+      out[f"{method}/{benchmark}/{pool}"] = {"method": method, "benchmark": benchmark, "setting": pool,
+                                             "target": target, "measured": round(res.accuracy, 2),
+                                             "n": res.n, "cost_per_query": res.cost_per_query}
   return out
 
 
@@ -218,9 +220,8 @@ def error_coincidence(behaviour: BehaviourModel, benchmark: str, items: Sequence
           "within_model_T1": float(np.mean(within)) if within else float("nan"), "n_within": len(within)}
 
 
-__all__ = ["DirectSimClient", "FITTED", "PAPER_ROWS", "fit_cells", "loss", "overridden", "run_cell",
-           "sim_correct", "mas_solver", "method_solver", "error_coincidence", "fit_items", "LETTERS",
-           "MODELS"]
+__all__ = ["DirectSimClient", "FITTED", "PAPER_ROWS", "fit_cells", "loss", "overridden", "simulate_cell",
+           "sim_correct", "mas_solver", "method_solver", "error_coincidence", "fit_items"]
 
 
 # ---- the fit ------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ class JsonlWriter(NullWriter):
     self._f.flush()
 
   def write_summary(self, summary: Mapping[str, Any]) -> None:
-    from hieramas_jax.experiment.provenance import atomic_write_json  # pylint: disable=import-outside-toplevel
+    from hieramas_jax.fileio import atomic_write_json  # pylint: disable=import-outside-toplevel
     atomic_write_json(self.run_dir / "summary.json", {k: _finite(v) for k, v in summary.items()})
 
   def close(self) -> None:

@@ -28,10 +28,11 @@ import numpy as np
 import optax
 from flax.training import train_state
 
+from hieramas_jax.errors import UserError
 from hieramas_jax.learn import gcn as gcn_lib
 
 
-class Stage2Error(ValueError):
+class Stage2Error(UserError, ValueError):
   """Bad stage-2 data (shapes, no positives...)."""
 
 

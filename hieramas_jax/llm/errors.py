@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import UnknownModelError
 
 __all__ = [
@@ -31,7 +32,7 @@ def redact_secrets(text: str, *secrets: str) -> str:
   return _KEY_LIKE.sub("<redacted>", text)
 
 
-class LLMError(Exception):
+class LLMError(UserError):
   """Any failure of the LLM layer."""
 
 

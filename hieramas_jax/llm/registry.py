@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
+from hieramas_jax.errors import UserError
+
 PRICE_TABLE_DATE = "2026-11-30"
 PRICE_TABLE_SOURCE = "docs/calibration-sources.md price table (per-model sources below), frozen 2026-11-30"
 
@@ -103,12 +105,12 @@ POOLS: Mapping[str, PoolSetting] = {p.name: p for p in (
 )}
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(UserError, KeyError):
   def __str__(self) -> str:
     return f"unknown model {self.args[0]!r}; known: {', '.join(MODELS)}"
 
 
-class UnknownPoolError(KeyError):
+class UnknownPoolError(UserError, KeyError):
   def __str__(self) -> str:
     return f"unknown pool setting {self.args[0]!r}; known: {', '.join(POOLS)}"
 

@@ -12,10 +12,11 @@ import dataclasses
 
 import numpy as np
 
+from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import SKIP
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
   """A MAS configuration that cannot run (cycle, bad shapes, empty supernode...)."""
 
 

@@ -19,6 +19,7 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from hieramas_jax.benchmarks.data import Item, check_benchmark
+from hieramas_jax.errors import UserError
 
 ROLE_SETS: Mapping[str, tuple[str, ...]] = {
     "math": ("Mathematical Analyst", "Math Solver", "Inspector"),
@@ -168,7 +169,7 @@ def decision_system(benchmark: str, *, tested: bool = False) -> str:
   return f"{DECISION_ROLE[benchmark]}\n{constraint}"
 
 
-class UnknownRoleError(KeyError):
+class UnknownRoleError(UserError, KeyError):
   """A role name that is not in the benchmark's role set."""
 
   def __init__(self, role: str, benchmark: str | None = None):

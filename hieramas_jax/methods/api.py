@@ -25,6 +25,7 @@ import pathlib
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import PoolSetting
 from hieramas_jax.mas.runtime import ChatClient, RunSettings
 from hieramas_jax.mas.trace import Trace
@@ -94,7 +95,7 @@ class RunContext:
       self.writer.write_scalars(step, scalars)
 
 
-class MethodError(RuntimeError):
+class MethodError(UserError, RuntimeError):
   """A method used wrongly (solve before fit or load, a state directory that does not match)."""
 
 
@@ -140,7 +141,7 @@ class Untrained:
     del items, ctx
 
 
-class UnknownMethodError(KeyError):
+class UnknownMethodError(UserError, KeyError):
   """A method name that is not in the registry (`registry.METHODS`).
 
   Raised with the known names so the message can list them without this module importing the table

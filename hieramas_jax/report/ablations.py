@@ -18,10 +18,11 @@ import json
 import pathlib
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.fileio import atomic_write_json, atomic_write_text
-from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
-from hieramas_jax.report.table1 import provenance_lines
+from hieramas_jax.fileio import atomic_write_json, atomic_write_text
+from hieramas_jax.report.markdown import provenance_lines
+from hieramas_jax.report.paper import POOL_TITLES
 
 
 

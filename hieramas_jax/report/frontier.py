@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
-from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES, method_title
-from hieramas_jax.report.stats import bootstrap_ci
-from hieramas_jax.report.table1 import _seed_of, correct_vector, provenance_lines
+from hieramas_jax.experiment.record import CellRecord
+from hieramas_jax.report.markdown import provenance_lines
+from hieramas_jax.report.paper import POOL_TITLES, method_title
+from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed
 
 HIERAMAS_METHODS = ("hieramas", "hieramas_total_cost")
 RECIPES = {"hieramas": "published (decision-cost reward)", "hieramas_total_cost": "total-cost reward"}
@@ -30,10 +32,11 @@ RECIPES = {"hieramas": "published (decision-cost reward)", "hieramas_total_cost"
 
 def point(cell: Mapping[str, Any], key: str, **extra: Any) -> dict[str, Any]:
   """One runner cell as a frontier point (accuracy %, its 95% interval, mean USD per test query)."""
-  ci = bootstrap_ci(100.0 * correct_vector(cell), seed=_seed_of(key))
-  return {"label": cell["label"], "method": cell["method"], "accuracy": cell["accuracy"], "ci95": list(ci),
-          "mean_cost_usd": cell["mean_cost_usd"], "n": cell["n"], "run_dir": cell["run_dir"],
-          "test_ids_sha256": cell["outcomes"]["ids_sha256"], **extra}
+  ci = bootstrap_ci(100.0 * correct_vector(cell), seed=key_seed(key))
+  rec = CellRecord.from_json(cell)
+  return {"label": rec.label, "method": rec.method, "accuracy": rec.accuracy, "ci95": list(ci),
+          "mean_cost_usd": rec.mean_cost_usd, "n": rec.n, "run_dir": rec.run_dir,
+          "test_ids_sha256": rec.outcomes["ids_sha256"], **extra}
 
 
 def dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Mapping
 
-BENCHMARK_TITLES = {"humaneval_plus": "HumanEval+", "math": "MATH", "mmlu_redux": "MMLU-Redux"}
 POOL_TITLES = {"gpt-5-mini": "GPT-5-Mini", "qwen3-80b": "Qwen3-80B"}
 
 # Table 1's rows: the paper's 11 methods in its row order, then the suite's total-cost HieraMAS variant

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.learn.rewards import system_reward
 from hieramas_jax.report.stats import N_BOOT
 
@@ -70,8 +71,9 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
   for key, c in cells.items():
     if c["label"] != ORACLE:
       continue
-    rest = key.split("|", 1)[1]
-    learned, rand = cells.get(f"{LEARNED}|{rest}"), cells.get(f"{RANDOM}|{rest}")
+    rec = CellRecord.from_json(c)
+    rest = key.partition("|")[2]  # the cell key without its label: the bootstrap's seed
+    learned, rand = cells.get(rec.sibling_key(LEARNED)), cells.get(rec.sibling_key(RANDOM))
     if rand is None:
       continue
     o, r = rewards(c), rewards(rand)
@@ -83,7 +85,7 @@ def regret_record(table: Mapping[str, Any]) -> dict[str, Any]:
     fit = c.get("fit") or {}
     single = {}
     for m in SINGLE_CALL:
-      sc = cells.get(f"{m}|{rest}")
+      sc = cells.get(rec.sibling_key(m))
       if sc is not None and sc["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
         single[m] = {"reward": float(rewards(sc).mean()), "accuracy": sc["accuracy"],
                      "mean_cost_usd": sc["mean_cost_usd"]}

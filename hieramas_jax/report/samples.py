@@ -16,28 +16,21 @@ from __future__ import annotations
 
 import json
 import pathlib
-import re
 from typing import Any, Mapping
 
 from hieramas_jax.experiment.evaluate import read_traces
-from hieramas_jax.experiment.rundir import from_repo
+from hieramas_jax.experiment.rundir import from_repo, safe_name
 from hieramas_jax.report import paper
+from hieramas_jax.report.page import load_json
 
 _FIELDS = ("n_calls", "prompt_tokens", "completion_tokens", "cached_calls")
-
-
-def _load(path: pathlib.Path) -> Any | None:
-  try:
-    return json.loads(path.read_text())
-  except (OSError, json.JSONDecodeError):
-    return None
 
 
 def sample_cells(results: pathlib.Path) -> list[dict[str, Any]]:
   """Every cell the browser shows: Table 1 and 3 cells, then HieraMAS results files of other run dirs."""
   cells, seen = [], set()
   for name in ("table1", "table3"):
-    record = _load(results / f"{name}.json") or {}
+    record = load_json(results / f"{name}.json") or {}
     for key, c in sorted((record.get("cells") or {}).items()):
       if c.get("run_dir") and c["run_dir"] not in seen:
         seen.add(c["run_dir"])
@@ -45,14 +38,14 @@ def sample_cells(results: pathlib.Path) -> list[dict[str, Any]]:
                       "benchmark": c["benchmark"], "pool": c["pool"], "setting": c.get("setting", "main"),
                       "seed": c.get("seed", 0), "run_dir": c["run_dir"]})
   for f in sorted(results.glob("hieramas_*.json")):
-    r = _load(f)
+    r = load_json(f)
     if isinstance(r, dict) and r.get("run_dir") and r.get("benchmark") and r["run_dir"] not in seen:
       seen.add(r["run_dir"])
       label = r.get("method", "hieramas") + (f"-{r['tag']}" if r.get("tag") else "")
       cells.append({"key": f.stem, "table": f.name, "method": label, "benchmark": r["benchmark"],
                     "pool": r["pool"], "setting": r.get("setting", "main"), "seed": 0, "run_dir": r["run_dir"]})
   for i, c in enumerate(cells):
-    c["id"] = f"{i:03d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", c["key"])[:80]
+    c["id"] = f"{i:03d}-" + safe_name(c["key"], "_")[:80]
   return cells
 
 

@@ -16,7 +16,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from hieramas_jax.report.table1 import BENCHMARK_TITLES, POOL_TITLES, provenance_lines
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
+from hieramas_jax.experiment.record import CellRecord
+from hieramas_jax.report.markdown import provenance_lines
+from hieramas_jax.report.paper import POOL_TITLES
 
 PROFILE_ORDER = ("low", "fitted", "high")
 
@@ -24,8 +27,8 @@ PROFILE_ORDER = ("low", "fitted", "high")
 def cell_accuracies(record: Mapping[str, Any]) -> dict[tuple[str, str, str], float]:
   """(method, benchmark, pool) -> accuracy (%), the mean over seeds, of a run_table record."""
   acc: dict[tuple[str, str, str], list[float]] = {}
-  for c in record["cells"].values():
-    acc.setdefault((c["method"], c["benchmark"], c["pool"]), []).append(float(c["accuracy"]))
+  for c in map(CellRecord.from_json, record["cells"].values()):
+    acc.setdefault((c.method, c.benchmark, c.pool), []).append(float(c.accuracy))
   return {k: float(np.mean(v)) for k, v in acc.items()}
 
 

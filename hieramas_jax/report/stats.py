@@ -5,6 +5,7 @@
   paired percentile-bootstrap interval (queries resampled together, so the items' shared difficulty
   cancels), and McNemar's exact test on the discordant pairs (two-sided binomial, p = 0.5).
 - `mean_sd`: mean +- sample standard deviation over seeds.
+- `key_seed`, `correct_vector`: a cell's bootstrap seed (from its key) and its per-query 0/1 outcomes.
 
 Every resampling uses a numpy Generator seeded explicitly, so a table is the same on every rebuild.
 """
@@ -12,7 +13,8 @@ Every resampling uses a numpy Generator seeded explicitly, so a table is the sam
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import zlib
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -85,3 +87,14 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
   if x.size == 0:
     raise ValueError("mean of zero values")
   return float(x.mean()), (float(x.std(ddof=1)) if x.size > 1 else None)
+
+
+def key_seed(key: str) -> int:
+  """The bootstrap seed of a cell (or a pair: `key + "|paired"`): a function of its key alone, so a
+  table rebuilt from its record draws the same resamples, whatever else the record holds."""
+  return zlib.crc32(key.encode())
+
+
+def correct_vector(cell: Mapping[str, Any]) -> np.ndarray:
+  """A cell record's per-query outcomes (test-split order) as 0.0 / 1.0."""
+  return np.array([c == "1" for c in cell["outcomes"]["correct"]], np.float64)

@@ -14,31 +14,20 @@ from __future__ import annotations
 
 import json
 import pathlib
-import zlib
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from hieramas_jax.fileio import atomic_write_json, atomic_write_text
+from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
+from hieramas_jax.experiment.record import CellRecord, cell_key
+from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.report import paper
-from hieramas_jax.report.paper import BENCHMARK_TITLES, POOL_TITLES  # noqa: F401  (re-exported)
-from hieramas_jax.report.stats import bootstrap_ci, mean_sd, paired_difference
+from hieramas_jax.report.markdown import provenance_lines
+from hieramas_jax.report.paper import POOL_TITLES
+from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed, mean_sd, paired_difference
 
 REFERENCE = "hieramas"
-
-
-def cell_key(label: str, benchmark: str, pool: str, setting: str = "main", seed: int = 0) -> str:
-  """Same as `experiment.runner.cell_key` (the report reads records, it does not import the runner)."""
-  return f"{label}|{benchmark}|{pool}|{setting}|seed{seed}"
-
-
-def correct_vector(cell: Mapping[str, Any]) -> np.ndarray:
-  return np.array([c == "1" for c in cell["outcomes"]["correct"]], np.float64)
-
-
-def _seed_of(key: str) -> int:
-  return zlib.crc32(key.encode())
 
 
 def derive(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,11 +37,11 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
   cells = out["cells"]
   for key, c in cells.items():
     acc = 100.0 * correct_vector(c)
-    c["ci95"] = list(bootstrap_ci(acc, seed=_seed_of(key)))
-    ref = cells.get(cell_key(REFERENCE, c["benchmark"], c["pool"], c["setting"], c["seed"]))
+    c["ci95"] = list(bootstrap_ci(acc, seed=key_seed(key)))
+    ref = cells.get(CellRecord.from_json(c).sibling_key(REFERENCE))
     if c["label"] != REFERENCE and ref is not None and ref["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
       c["vs_hieramas"] = paired_difference(correct_vector(c), correct_vector(ref), scale=100.0,
-                                           seed=_seed_of(key + "|paired"))
+                                           seed=key_seed(key + "|paired"))
   groups: dict[str, dict[str, Any]] = {}
   for c in cells.values():
     g = groups.setdefault(f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}",
@@ -119,12 +108,6 @@ def _header(derived: Mapping[str, Any], title: str) -> list[str]:
     lines += [f"HumanEval+ programs graded in sandbox mode `{sandbox.get('mode')}` ({sandbox.get('detail')})"
               + (f"; bounds: {sandbox['limits']}" if sandbox.get("limits") else "") + ".", ""]
   return lines
-
-
-def provenance_lines(prov: Mapping[str, Any]) -> list[str]:
-  """The closing "## Provenance" section of a generated markdown table: its command, then the rest as JSON."""
-  return ["", "## Provenance", "", "Command:", "", "```", prov.get("command", ""), "```", "",
-          "```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
 
 
 def _provenance(derived: Mapping[str, Any]) -> list[str]:

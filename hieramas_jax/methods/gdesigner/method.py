@@ -19,7 +19,6 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from hieramas_jax.aio import gather_or_cancel
 from hieramas_jax.benchmarks import graders

@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any
 
 from hieramas_jax.benchmarks.data import check_benchmark
+from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import get_pool
 
 # How the graph of a test query is chosen (the "w/o Graph" ablation replaces the classifier).
@@ -85,7 +86,7 @@ TOTAL_COST_RECIPE: dict[str, Any] = {
 }
 
 
-class HieraMASConfigError(ValueError):
+class HieraMASConfigError(UserError, ValueError):
   """A HieraMAS configuration that describes no valid run."""
 
 

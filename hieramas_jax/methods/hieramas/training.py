@@ -32,6 +32,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.errors import UserError
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import checkpoint as checkpoint_lib
 from hieramas_jax.learn.batching import batch_indices
@@ -62,7 +63,7 @@ def _report(report: StageReport | None, stage: str, done: int, total: int | None
 STAGE1_TAG, STAGE2_TAG, INFERENCE_TAG = 1, 2, 3
 
 
-class TrainingError(RuntimeError):
+class TrainingError(UserError, RuntimeError):
   """A training stage cannot go on (e.g. a checkpoint that is not what was saved)."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from hieramas_jax.errors import UserError
 from hieramas_jax.learn.graph_pool import KIND_NAMES, make_pool
 from hieramas_jax.learn.policy import choices_to_config
 from hieramas_jax.llm.registry import PoolSetting, get_model
@@ -32,7 +33,7 @@ from hieramas_jax.mas.config import MASConfig
 from hieramas_jax.mas.runtime import RunSettings
 
 
-class OracleError(ValueError):
+class OracleError(UserError, ValueError):
   """An oracle request that cannot run (budget too small, empty split, bad sizes...).
 
   It lives in the package's lowest module because the space, the store and the search all raise it.

@@ -1,0 +1,57 @@
+"""One root of user-facing errors: every error an entry point reports as a user mistake is a `UserError`,
+and the shared entry-point body prints it as one `error:` line and exits 2 (no traceback)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hieramas_jax.benchmarks.data import DataError, UnknownBenchmarkError
+from hieramas_jax.benchmarks.sandbox import SandboxError
+from hieramas_jax.errors import UserError
+from hieramas_jax.experiment.cli import run_or_exit
+from hieramas_jax.experiment.rundir import RunConfigMismatchError, StateError
+from hieramas_jax.experiment.runner import PreflightError
+from hieramas_jax.experiment.spec import InvalidRunError
+from hieramas_jax.learn.stage2 import Stage2Error
+from hieramas_jax.llm.errors import LLMError
+from hieramas_jax.llm.registry import UnknownModelError, UnknownPoolError
+from hieramas_jax.mas.config import ConfigError
+from hieramas_jax.mas.roles import UnknownRoleError
+from hieramas_jax.methods.api import MethodError, UnknownMethodError
+from hieramas_jax.methods.hieramas.config import HieraMASConfigError
+from hieramas_jax.methods.hieramas.training import TrainingError
+from hieramas_jax.methods.static_search.search import OracleError
+
+
+@pytest.mark.parametrize("error", [
+    MethodError("the method cannot run"), OracleError("search"), TrainingError("train"), Stage2Error("s2"),
+    HieraMASConfigError("cfg"), InvalidRunError("flags"), RunConfigMismatchError("run dir"), StateError("state"),
+    DataError("data"), LLMError("llm"), SandboxError("sandbox"),
+    ConfigError("mas"), UnknownModelError("m"), UnknownPoolError("p"), UnknownBenchmarkError("b"),
+    UnknownRoleError("r"), UnknownMethodError("x")], ids=lambda e: type(e).__name__)
+def test_user_errors_print_one_line_and_exit_2(error, capsys, monkeypatch):
+  monkeypatch.setattr("logging.shutdown", lambda: None)  # run_or_exit's own would close pytest's log handlers
+  assert isinstance(error, UserError)
+
+  def fail():
+    raise error
+  with pytest.raises(SystemExit) as caught:
+    run_or_exit(fail)
+  assert caught.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+
+
+def test_a_preflight_prints_one_line_per_problem_and_a_bug_keeps_its_traceback(capsys, monkeypatch):
+  monkeypatch.setattr("logging.shutdown", lambda: None)
+
+  def refuse():
+    raise PreflightError(["a conflicts", "b conflicts"])
+  with pytest.raises(SystemExit):
+    run_or_exit(refuse)
+  assert capsys.readouterr().err.splitlines() == ["error: a conflicts", "error: b conflicts"]
+
+  def bug():
+    raise ZeroDivisionError("a bug")
+  with pytest.raises(ZeroDivisionError):
+    run_or_exit(bug)
