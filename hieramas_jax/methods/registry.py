@@ -62,29 +62,32 @@ class Entry:
 
   Attributes:
     factory: builds the method from its options.
+    title: the method's name in tables, figures and W&B job types (the paper's spelling).
     per_cell: the factory needs the cell (`benchmark`, `pool`, `seed` keywords): learned methods and
       anything whose structure depends on the benchmark's roles. Others never see them.
   """
 
   factory: Callable[..., Method]
+  title: str
   per_cell: bool = False
 
 
 METHODS: dict[str, Entry] = {
-    "base": Entry(single.make_base),
-    "cot": Entry(single.make_cot),
-    "sc": Entry(self_consistency.make_sc),
-    "sc_cot": Entry(self_consistency.make_sc_cot),
-    "debate": Entry(debate.make_debate),
-    "full_graph": Entry(graphs.make_full_graph),
-    "random_graph": Entry(graphs.make_random_graph),
-    "gdesigner": Entry(_gdesigner, per_cell=True),
-    "masrouter": Entry(_masrouter, per_cell=True),
-    "aflow": Entry(_aflow, per_cell=True),
-    "hieramas": Entry(_hieramas, per_cell=True),
-    "hieramas_total_cost": Entry(_hieramas_total_cost, per_cell=True),
-    "static_search": Entry(_static_search, per_cell=True),
-    "random_config": Entry(_random_config),
+    "base": Entry(single.make_base, "Base"),
+    "cot": Entry(single.make_cot, "CoT"),
+    "sc": Entry(self_consistency.make_sc, "Self-Consistency"),
+    "sc_cot": Entry(self_consistency.make_sc_cot, "Self-Consistency+CoT"),
+    "debate": Entry(debate.make_debate, "LLM-Debate"),
+    "full_graph": Entry(graphs.make_full_graph, "Full-Graph"),
+    "random_graph": Entry(graphs.make_random_graph, "Random-Graph"),
+    "gdesigner": Entry(_gdesigner, "GDesigner", per_cell=True),
+    "masrouter": Entry(_masrouter, "MASRouter", per_cell=True),
+    "aflow": Entry(_aflow, "AFlow", per_cell=True),
+    "hieramas": Entry(_hieramas, "HieraMAS", per_cell=True),
+    "hieramas_total_cost": Entry(_hieramas_total_cost, "HieraMAS (total-cost reward; beyond the paper)",
+                                 per_cell=True),
+    "static_search": Entry(_static_search, "Best static configuration (search)", per_cell=True),
+    "random_config": Entry(_random_config, "Random static configuration"),
 }
 
 
@@ -110,6 +113,12 @@ def check_method_names(names: Sequence[str]) -> list[str]:
     if n not in METHODS:
       raise UnknownMethodError(n, METHODS)
   return list(names)
+
+
+def method_title(name: str) -> str:
+  """A method's title ("hieramas" -> "HieraMAS"); a name not in the table is its own title."""
+  entry = METHODS.get(name)
+  return entry.title if entry else name
 
 
 def known_methods() -> list[str]:

@@ -24,6 +24,7 @@ from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES, method_title
+from hieramas_jax.report import stats
 from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed
 
 HIERAMAS_METHODS = ("hieramas", "hieramas_total_cost")
@@ -46,9 +47,8 @@ def dominates(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-  """The non-dominated points, by increasing cost (`html.pareto_front`, the report's own rule)."""
-  from hieramas_jax.report.html import pareto_front as front  # pylint: disable=import-outside-toplevel
-  return [points[i] for i in front([(p["mean_cost_usd"], p["accuracy"]) for p in points])]
+  """The non-dominated points, by increasing cost (`stats.pareto_front`, the report's own rule)."""
+  return [points[i] for i in stats.pareto_front([(p["mean_cost_usd"], p["accuracy"]) for p in points])]
 
 
 def frontier_position(hieramas: Sequence[Mapping[str, Any]], baselines: Sequence[Mapping[str, Any]]) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from hieramas_jax.methods import registry
+
 POOL_TITLES = {"gpt-5-mini": "GPT-5-Mini", "qwen3-80b": "Qwen3-80B"}
 
 # Table 1's rows: the paper's 11 methods in its row order, then the suite's total-cost HieraMAS variant
@@ -19,12 +21,6 @@ TABLE1_METHODS = ("base", "cot", "sc", "sc_cot", "debate", "full_graph", "random
 
 # Table 1 row order of the paper, then what this suite adds.
 METHOD_ORDER = TABLE1_METHODS + ("static_search", "random_config")
-METHOD_TITLES = {"base": "Base", "cot": "CoT", "sc": "Self-Consistency", "sc_cot": "Self-Consistency+CoT",
-                 "debate": "LLM-Debate", "full_graph": "Full-Graph", "random_graph": "Random-Graph",
-                 "gdesigner": "GDesigner", "masrouter": "MASRouter", "aflow": "AFlow", "hieramas": "HieraMAS",
-                 "hieramas_total_cost": "HieraMAS (total-cost reward; beyond the paper)",
-                 "static_search": "Best static configuration (search)",
-                 "random_config": "Random static configuration"}
 # Paper Table 1's component columns: Multi (multi-agent), Topo (optimises topology), Role (optimises roles
 # and LLMs in each role), Node (optimises intra-node configuration). The paper's extracted text shows the
 # marks of its first five rows; the others are our reading of each method's definition (docs/methods.md).
@@ -68,7 +64,7 @@ FULL_GRAPH_COST = {"mmlu_redux": 4.23}
 def method_title(label: str) -> str:
   """Title of a row label ("hieramas-wo_graph" -> "HieraMAS (wo_graph)")."""
   method, _, tag = label.partition("-")
-  title = METHOD_TITLES.get(method, method)
+  title = registry.method_title(method)
   return f"{title} ({tag})" if tag else title
 
 

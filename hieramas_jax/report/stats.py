@@ -98,3 +98,24 @@ def key_seed(key: str) -> int:
 def correct_vector(cell: Mapping[str, Any]) -> np.ndarray:
   """A cell record's per-query outcomes (test-split order) as 0.0 / 1.0."""
   return np.array([c == "1" for c in cell["outcomes"]["correct"]], np.float64)
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+  """Indices of the (cost, accuracy) points no other point beats on both (cheaper or equal and more
+  accurate or equal, strictly better on one), sorted by cost."""
+  front = []
+  for i, (c, a) in enumerate(points):
+    dominated = any((c2 <= c and a2 >= a) and (c2 < c or a2 > a) for j, (c2, a2) in enumerate(points) if j != i)
+    if not dominated:
+      front.append(i)
+  return sorted(front, key=lambda i: points[i][0])
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+  """95% Wilson score interval of a binomial proportion, in percent."""
+  if n == 0:
+    return float("nan"), float("nan")
+  p = k / n
+  centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+  half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+  return 100.0 * (centre - half), 100.0 * (centre + half)

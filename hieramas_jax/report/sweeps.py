@@ -13,6 +13,7 @@ import pathlib
 from typing import Any, Mapping, Sequence
 
 from hieramas_jax.experiment.provenance import SIMULATED_LABEL, sim_title
+from hieramas_jax.report.stats import wilson_interval
 
 
 
@@ -90,7 +91,6 @@ def paper_points(axis: str, flags: Mapping[str, Any]) -> dict[Any, tuple[float, 
 def sweep_figure(record: Mapping[str, Any]):
   """Accuracy (95% Wilson interval over the test queries) and cost per query against the swept flag (one
   line per value of any other grid flag), the paper's published values beside them where it has them."""
-  from hieramas_jax.report.html import wilson_interval  # pylint: disable=import-outside-toplevel
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
