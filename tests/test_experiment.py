@@ -344,3 +344,14 @@ def test_a_results_command_carries_no_machines_absolute_paths():
   assert line == ("python experiments/bench_table1.py '--work_dir=<outside the repo>/bench-work' "
                   "--out=results/bench.json --limit=3 '<outside the repo>/other'")
   assert str(REPO_DIR) not in line and "/work/" not in line and "/tmp/" not in line
+
+
+def test_a_results_flags_carry_no_machines_absolute_paths():
+  """The flags in a result's provenance follow the command's rule (a run with --out_dir=/tmp/x had put
+  /tmp/x into table1.json's flags)."""
+  from hieramas_jax.experiment.provenance import provenance
+  from hieramas_jax.paths import REPO_DIR
+  prov = provenance(seed=0, flags={"out_dir": "/tmp/t1out", "run_root": str(REPO_DIR / "runs" / "table1"),
+                                   "seeds": [0], "files": ["/data/a.flags", "rel/b"], "limit": 3})
+  assert prov["flags"] == {"out_dir": "<outside the repo>/t1out", "run_root": "runs/table1", "seeds": [0],
+                           "files": ["<outside the repo>/a.flags", "rel/b"], "limit": 3}

@@ -96,15 +96,13 @@ def _looks_like_key(value: str) -> bool:
   return value.startswith(_KEY_PREFIXES) and len(value) >= 20 and " " not in value
 
 
-def repo_relative(value: Any) -> Any:
-  """An absolute path inside the checkout, written relative to it (results never hold machine paths)."""
+def portable_value(value: Any) -> Any:
+  """A flag value as a result file shows it: an absolute path inside the checkout relative to it, one
+  outside as `<outside the repo>/<its name>` (the rule of `command_line`); anything else as given."""
   if isinstance(value, (list, tuple)):
-    return [repo_relative(v) for v in value]
+    return [portable_value(v) for v in value]
   if isinstance(value, str) and os.path.isabs(value):
-    try:
-      return str(pathlib.Path(value).resolve().relative_to(REPO_DIR.resolve())) or "."
-    except ValueError:
-      return value
+    return _portable_path(value)
   return value
 
 
@@ -122,12 +120,15 @@ def _portable(arg: str) -> str:
   flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
   if not (eq or not flag) or not value.startswith("/"):
     return arg
+  return f"{flag}{eq}{_portable_path(value)}"
+
+
+def _portable_path(value: str) -> str:
   path = pathlib.Path(value)
   try:
-    shown = str(path.resolve().relative_to(REPO_DIR.resolve()))
+    return str(path.resolve().relative_to(REPO_DIR.resolve())) or "."
   except ValueError:
-    shown = f"<outside the repo>/{path.name}"
-  return f"{flag}{eq}{shown}"
+    return f"<outside the repo>/{path.name}"
 
 
 def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mapping[str, Any] | None = None,
@@ -144,7 +145,7 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
   prov = {
       "git": process_commit(),
       "command": command or command_line(),
-      "flags": {k: repo_relative(v) for k, v in redact(dict(flags or {})).items()},
+      "flags": {k: portable_value(v) for k, v in redact(dict(flags or {})).items()},
       "seed": seed,
       "data_sha256": {b: data_sha256(b) for b in benchmarks},
       "price_table_date": PRICE_TABLE_DATE,
