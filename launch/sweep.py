@@ -33,6 +33,7 @@ from absl import flags
 
 from hieramas_jax.errors import UserError
 from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.provenance import portable_value
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -107,7 +108,8 @@ def results_file(spec: dict, point: dict) -> pathlib.Path:
 
 
 def _same(recorded, wanted) -> bool:
-  return recorded == wanted or str(recorded).lower() == str(wanted).lower()
+  # A path flag is recorded the way a result file shows it (provenance.portable_value), not as typed.
+  return any(recorded == w or str(recorded).lower() == str(w).lower() for w in (wanted, portable_value(wanted)))
 
 
 def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:

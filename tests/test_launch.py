@@ -230,3 +230,11 @@ def test_wandb_sync_needs_a_key_and_lists_only_unsynced_offline_runs(tmp_path):
                         env={**{k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"},
                              "NETRC": str(netrc_file)})
   assert proc.stdout.strip() == "True", proc.stderr
+
+
+def test_a_path_flag_matches_the_way_a_result_records_it():
+  """Results record a path outside the checkout as '<outside the repo>/<name>' (provenance.portable_value),
+  so a point run with --extra=--run_root=/tmp/x is still finished when asked again."""
+  assert sweep._same("<outside the repo>/runs", "/tmp/x/runs")  # pylint: disable=protected-access
+  assert sweep._same("runs/table1", str(REPO / "runs" / "table1"))  # pylint: disable=protected-access
+  assert not sweep._same("<outside the repo>/runs", "/tmp/x/other")  # pylint: disable=protected-access
