@@ -18,6 +18,7 @@ evaluation took longest (what dominates).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pathlib
@@ -152,24 +153,37 @@ def _time_segment(segment: str, work: pathlib.Path) -> dict:
   }
 
 
+def _kept_segments(out: str) -> dict:
+  """The segments of the existing `table1` entry that this run does not time, each with its own scope and
+  provenance (an entry written before segments carried their own keeps its top-level ones on each), so
+  timing one segment never drops another's figures."""
+  path = pathlib.Path(out)
+  old = (json.loads(path.read_text()) if path.exists() else {}).get("table1") or {}
+  kept = {}
+  for seg in GOALS:
+    if seg in old and seg not in FLAGS.segments:
+      kept[seg] = {"scope": old.get("scope"), "provenance": old.get("provenance"), **old[seg]}
+  return kept
+
+
 def main():
   unknown = sorted(set(FLAGS.segments) - set(GOALS))
   if unknown:
     raise UserError(f"unknown segment(s) {', '.join(unknown)}; known: {', '.join(GOALS)}")
   logging.getLogger().setLevel(logging.INFO)
   work = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="bench-table1-"))
-  entry = {seg: _time_segment(seg, work) for seg in FLAGS.segments}
+  scope = {"limit": FLAGS.limit, "train_limit": FLAGS.train_limit, "methods": FLAGS.methods,
+           "method_option": FLAGS.method_option, "segments": FLAGS.segments}
+  prov = provenance(seed=0, benchmarks=("humaneval_plus", "math", "mmlu_redux"), flags=scope, backend="sim")
+  entry = _kept_segments(FLAGS.out)
+  for seg in FLAGS.segments:
+    entry[seg] = {**_time_segment(seg, work), "scope": scope, "provenance": prov}
   entry.update({
       "note": ("cells run concurrently, so a table's wall is its slowest cell's fit plus evaluation; cpu_s counts "
                "this benchmark's children (the runner process, the sim process, sandboxes); other load on the "
-               "machine slows every figure"),
+               "machine slows every figure; each segment carries the scope and provenance of the run that "
+               "timed it"),
       "machine": {"cpu_count": os.cpu_count()},
-      "scope": {"limit": FLAGS.limit, "train_limit": FLAGS.train_limit, "methods": FLAGS.methods,
-                "method_option": FLAGS.method_option, "segments": FLAGS.segments},
-      "provenance": provenance(seed=0, benchmarks=("humaneval_plus", "math", "mmlu_redux"),
-                               flags={"limit": FLAGS.limit, "train_limit": FLAGS.train_limit, "methods": FLAGS.methods,
-                                      "method_option": FLAGS.method_option, "segments": FLAGS.segments},
-                               backend="sim"),
   })
   update_json_key(FLAGS.out, "table1", entry)
   log_bench_run(FLAGS.out, "table1", entry)
