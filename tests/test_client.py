@@ -14,10 +14,10 @@ import pytest
 from hieramas_jax.llm import endpoint as endpoint_lib
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import CallResult, LLMClient, parse_retry_after
-from hieramas_jax.llm.endpoint import Endpoint, MissingAPIKeyError, make_endpoint, sim_endpoint
-from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, NonRetryableError,
-                                     RetriesExhaustedError, UnknownModelError)
-from hieramas_jax.llm.registry import MODELS, get_model
+from hieramas_jax.llm.endpoint import Endpoint, make_endpoint, sim_endpoint
+from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, MissingAPIKeyError,
+                                     NonRetryableError, RetriesExhaustedError)
+from hieramas_jax.llm.registry import MODELS, UnknownModelError, get_model
 from fault_server import FaultServer, answer_for, serve_chat
 
 SECRET = "sk-test-SECRET-0123456789abcdef"

@@ -154,3 +154,35 @@ def test_entry_points_do_not_edit_sys_path():
           and node.value.id == "sys"):
         offenders.append(str(path.relative_to(REPO_DIR)))
   assert offenders == []
+
+
+def _top_level_names(path: pathlib.Path) -> tuple[set[str], set[str]]:
+  """(names a module defines at top level, names it only imports)."""
+  defined, imported = set(), set()
+  for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+      imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+      continue
+    for sub in ast.walk(node):
+      if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        defined.add(sub.name)
+      elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+        defined.add(sub.id)
+  return defined, imported - defined
+
+
+def test_every_name_is_imported_from_its_home():
+  """One name, one home: `from hieramas_jax.a import x` takes `x` from the module that defines it, never
+  through another module that merely imports it (a re-export keeps a moved name alive in two places)."""
+  modules = {_module_name(p): p for p in _library_files()}
+  homes = {m: _top_level_names(p)[0] for m, p in modules.items()}
+  files = (_library_files() + sorted((REPO_DIR / "experiments").rglob("*.py"))
+           + sorted((REPO_DIR / "launch").rglob("*.py")) + sorted((REPO_DIR / "tests").rglob("*.py")))
+  borrowed = []
+  for path in files:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in homes:
+        for alias in node.names:
+          if alias.name not in homes[node.module] and f"{node.module}.{alias.name}" not in modules:
+            borrowed.append(f"{path.relative_to(REPO_DIR)}:{node.lineno} {node.module}.{alias.name}")
+  assert borrowed == []

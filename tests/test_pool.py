@@ -11,7 +11,7 @@ from aiohttp import web
 
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import PoolClient
-from hieramas_jax.llm.errors import UnknownModelError
+from hieramas_jax.llm.registry import UnknownModelError
 from hieramas_jax.llm.pool import PoolFileError, load_pool_file
 from hieramas_jax.llm.preflight import PreflightError, preflight
 

@@ -26,8 +26,8 @@ import time
 import pytest
 
 from hieramas_jax.benchmarks import cgroups, graders, humaneval, sandbox
-from hieramas_jax.benchmarks.data import BENCHMARK_DATA_DIR, items_by_id, load_items
-from hieramas_jax.paths import PACKAGE_DIR, REPO_DIR, cache_dir
+from hieramas_jax.benchmarks.data import items_by_id, load_items
+from hieramas_jax.paths import BENCHMARK_DATA_DIR, PACKAGE_DIR, REPO_DIR, cache_dir
 
 # Tight limits keep the hostile cases fast; the defaults are the same mechanism, only longer.
 FAST = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=4.0, cpu_s=8, load_s=2.0)

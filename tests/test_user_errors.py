@@ -20,7 +20,7 @@ from hieramas_jax.mas.roles import UnknownRoleError
 from hieramas_jax.methods.api import MethodError, UnknownMethodError
 from hieramas_jax.methods.hieramas.config import HieraMASConfigError
 from hieramas_jax.methods.hieramas.training import TrainingError
-from hieramas_jax.methods.static_search.search import OracleError
+from hieramas_jax.methods.static_search.space import OracleError
 
 
 @pytest.mark.parametrize("error", [

@@ -29,7 +29,7 @@ METHODS = ("base", "hieramas")
 
 def spec(methods, options, **kwargs):
   """The tiny table of `methods` (MMLU-Redux 6/3/3, gpt-5-mini, seed 0) with per-method `options`."""
-  from hieramas_jax.experiment.runner import TableSpec  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.spec import TableSpec  # pylint: disable=import-outside-toplevel
   return TableSpec(methods=tuple(methods), benchmarks=(BENCHMARK,), pools=(POOL,), setting="main", seeds=(SEED,),
                    train_limit={BENCHMARK: TRAIN}, val_limit=VAL, test_limit=TEST,
                    method_options={m: o for m, o in options.items() if o}, **kwargs)

@@ -41,13 +41,11 @@ import yarl
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
                                        DEFAULT_REQUEST_TIMEOUT_S, Endpoint)
-from hieramas_jax.llm.errors import (BudgetExceededError, EndpointConfigError, EndpointUnreachableError, LLMError,
-                                     NonRetryableError, RetriesExhaustedError, UnknownModelError,
-                                     redact_secrets)
-from hieramas_jax.llm.registry import MODELS, ModelSpec
+from hieramas_jax.llm.errors import (BudgetExceededError, EndpointConfigError, EndpointUnreachableError,
+                                     NonRetryableError, RetriesExhaustedError, redact_secrets)
+from hieramas_jax.llm.registry import MODELS, ModelSpec, UnknownModelError
 
-__all__ = ["CallResult", "LLMClient", "PoolClient", "SpendCap", "LLMError", "RetriesExhaustedError", "NonRetryableError",
-           "EndpointUnreachableError", "UnknownModelError", "RETRY_STATUSES"]
+__all__ = ["CallResult", "LLMClient", "PoolClient", "SpendCap", "RETRY_STATUSES"]
 
 log = logging.getLogger(__name__)
 

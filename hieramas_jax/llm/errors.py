@@ -2,8 +2,8 @@
 
 Callers catch `LLMError` to handle any failure of a call; the subclasses say which kind, so an
 experiment can stop on a configuration error (missing key, unreachable endpoint) instead of
-recording it as a wrong answer. `UnknownModelError` (a model the endpoint does not serve) is the
-registry's, re-exported here.
+recording it as a wrong answer. `UnknownModelError` (a model the endpoint does not serve) lives with
+the models, in `llm.registry`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 
 from hieramas_jax.errors import UserError
-from hieramas_jax.llm.registry import UnknownModelError
 
 __all__ = [
     "LLMError", "MissingAPIKeyError", "EndpointConfigError", "RetriesExhaustedError",
     "NonRetryableError", "EndpointUnreachableError", "CacheCorruptError", "CacheWriteError", "BudgetExceededError",
-    "UnknownModelError", "redact_secrets",
+    "redact_secrets",
 ]
 
 # Provider error messages sometimes echo a masked key ("Incorrect API key provided: sk-ab***yz");
