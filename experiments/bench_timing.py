@@ -32,11 +32,12 @@ import socket
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
 from aiohttp import web
 
 from hieramas_jax import aio
 from hieramas_jax.benchmarks.data import load_items
+from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.provenance import provenance, update_json_key
 from hieramas_jax.experiment.writers import log_bench_run
 from hieramas_jax.llm.client import CallResult, LLMClient
@@ -51,6 +52,7 @@ flags.DEFINE_float("latency_s", 0.15, "Latency of every fake call in the MAS dia
 flags.DEFINE_string("out", str(RESULTS_DIR / "bench.json"), "Results file (key `timing`).")
 
 MESSAGES = [{"role": "user", "content": "what is 1 plus 1?"}]
+GOAL_WALL_OVER_CRITICAL_PATH = 1.10
 
 
 class _SleepingClient:
@@ -134,8 +136,7 @@ def _summary(values: list[float], *, low: float, high: float) -> dict:
           "within_old_bounds": all(low <= v < high for v in values)}
 
 
-def main(argv):
-  del argv
+def main():
   load_before = os.getloadavg()
   latency = FLAGS.latency_s
   critical = 7 * latency
@@ -152,9 +153,9 @@ def main(argv):
       "retry_after_cap": _summary([aio.run(_retry_wait("30", retry_after_cap_s=0.2))
                                    for _ in range(FLAGS.repeats)], low=0.18, high=1.0),
       "unreachable": _summary([aio.run(_unreachable_s()) for _ in range(FLAGS.repeats)], low=0.0, high=3.0),
-      "goals": {"wall_over_critical_path": 1.10},
+      "goals": {"wall_over_critical_path": GOAL_WALL_OVER_CRITICAL_PATH},
   }
-  out["met"] = out["mas_diamond"]["wall_over_critical_path"] <= 1.10
+  out["met"] = out["mas_diamond"]["wall_over_critical_path"] <= GOAL_WALL_OVER_CRITICAL_PATH
   out["machine"] = {"cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
                     "load_average_after": [round(x, 2) for x in os.getloadavg()]}
   out["provenance"] = provenance(seed=None, flags={k: FLAGS[k].value for k in ("repeats", "latency_s")})
@@ -164,4 +165,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -33,7 +33,6 @@ from absl import flags
 
 from hieramas_jax.errors import UserError
 from hieramas_jax.experiment import cli
-from hieramas_jax.experiment.provenance import portable_value
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -109,6 +108,8 @@ def results_file(spec: dict, point: dict) -> pathlib.Path:
 
 def _same(recorded, wanted) -> bool:
   # A path flag is recorded the way a result file shows it (provenance.portable_value), not as typed.
+  # Imported here, like the module's other library imports: --mode=commands stays light.
+  from hieramas_jax.experiment.provenance import portable_value  # pylint: disable=import-outside-toplevel
   return any(recorded == w or str(recorded).lower() == str(w).lower() for w in (wanted, portable_value(wanted)))
 
 

@@ -18,7 +18,7 @@ from hieramas_jax.experiment.rundir import CHOSEN_FILE, FIT_FILE, STATE_DIR, SUM
 from hieramas_jax.experiment.spec import Cell
 from hieramas_jax.experiment.writers import (ConsoleWriter, JsonlWriter, MultiWriter, NullWriter, StageWandbWriters,
                                              WandbWriter, scalar_leaves, stable_run_id, wandb_group)
-from hieramas_jax.methods.registry import method_title
+from hieramas_jax.methods.registry import title_of
 
 PER_QUERY_COLUMNS = ("query_id", "correct", "cost_usd", "chosen_graph", "llms_per_position", "n_calls")
 
@@ -55,7 +55,7 @@ def wandb_config(cell: Cell, method_config: Mapping[str, Any], plan_config: Mapp
 
 def row_label(cell: Cell) -> str:
   """The cell's Table 1 row label ("HieraMAS", "GDesigner"; a tagged variant adds its tag): its W&B job_type."""
-  title = method_title(cell.method)
+  title = title_of(cell.method)
   return (f"{title} [{cell.tag}]" if cell.tag else title)[:64]
 
 

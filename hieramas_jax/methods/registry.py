@@ -115,7 +115,7 @@ def check_method_names(names: Sequence[str]) -> list[str]:
   return list(names)
 
 
-def method_title(name: str) -> str:
+def title_of(name: str) -> str:
   """A method's title ("hieramas" -> "HieraMAS"); a name not in the table is its own title."""
   entry = METHODS.get(name)
   return entry.title if entry else name

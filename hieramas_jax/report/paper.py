@@ -64,7 +64,7 @@ FULL_GRAPH_COST = {"mmlu_redux": 4.23}
 def method_title(label: str) -> str:
   """Title of a row label ("hieramas-wo_graph" -> "HieraMAS (wo_graph)")."""
   method, _, tag = label.partition("-")
-  title = registry.method_title(method)
+  title = registry.title_of(method)
   return f"{title} ({tag})" if tag else title
 
 
