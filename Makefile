@@ -142,7 +142,7 @@ sweep-proposers: install
 	$(PY) launch/sweep.py --spec=launch/sweeps/num_proposers.json --mode=run --parallel=$(SWEEP_PARALLEL)
 
 sim-server: install
-	$(PY) -m hieramas_jax.sim.server --seed=$(SEED)
+	$(PY) -m hieramas_jax.sim.serve --seed=$(SEED)
 
 # Every committed result, rerun in dependency order (after a change to the sim or to a method): the sim's
 # calibration, Table 1 (+ Tables 4, 11) and the HieraMAS cells' records, Table 3, the ablations behind

@@ -29,6 +29,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "launch"))
 import sweep  # noqa: E402  (launch/ is a scripts folder, not a package)
 
+from hieramas_jax.sim.server import SimConfig  # noqa: E402
+
 # Loads a program's flag definitions, then parses each argv given on stdin (one JSON list per line).
 # Prints one JSON line per argv: null if it parsed, else the error.
 _DRIVER = r"""
@@ -56,12 +58,6 @@ def _program_path(tokens: list[str]) -> str | None:
   return tokens[0]
 
 
-def _uses_absl(program: str) -> bool:
-  """Programs with another flag parser (the sim server's argparse, for now) are not checked here."""
-  path = REPO / program
-  return not path.exists() or "from absl import" in path.read_text()
-
-
 def _makefile_commands() -> list[tuple[str, str, list[str]]]:
   """(where, program, argv) of every `$(PY) program ...` command in the Makefile's recipes.
 
@@ -80,7 +76,7 @@ def _makefile_commands() -> list[tuple[str, str, list[str]]]:
       i += 1
       line = line[:-1] + " " + lines[i].strip()
     i += 1
-    if not line.startswith("\t") or f"$(PY)" not in line:
+    if not line.startswith("\t") or "$(PY)" not in line:
       continue
     line = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)), line)
     loops = re.findall(r"\bfor (\w+) in ([^;]+);", line)
@@ -120,8 +116,11 @@ def _flag_sets() -> dict[str, list[tuple[str, list[str]]]]:
       argv = sweep.point_command(spec, point)[2:]
       sets.setdefault(spec["program"], []).append((f"{path.relative_to(REPO)} {point}", argv))
   for where, program, argv in _makefile_commands():
-    if _uses_absl(program):
-      sets.setdefault(program, []).append((where, argv))
+    sets.setdefault(program, []).append((where, argv))
+  # The flags start_sim_subprocess passes to the served sim (every SimConfig field, set off its default).
+  config = SimConfig(seed=3, latency_scale=0.5, fixed_latency_s=0.25, fault_rate_429=0.1, strict_quirks=False,
+                     profile="high")
+  sets.setdefault("hieramas_jax/sim/serve.py", []).append(("SimConfig.to_args", config.to_args()))
   return sets
 
 
@@ -200,4 +199,4 @@ def test_makefile_commands_are_read_with_their_defaults_and_loops():
   assert ["--flagfile=experiments/ablations/wo_graph.flags", "--benchmark=mmlu_redux", "--pool=gpt-5-mini",
           "--progress=false"] in trains
   assert not any(p == "tests/real" or "pytest" in p for p in by_program)  # `-m pytest` is not a repo program
-  assert "hieramas_jax/sim/server.py" in by_program  # read; checked once it parses absl flags
+  assert by_program["hieramas_jax/sim/serve.py"] == [["--seed=0"]]  # `make sim-server`

@@ -180,8 +180,11 @@ def test_subprocess_server_and_cli_errors():
     client.close()
   finally:
     handle.close()
-  bad = subprocess.run([sys.executable, "-m", "hieramas_jax.sim.server", "--fault_rate_429=2"],
-                       capture_output=True, text=True, timeout=60)
-  assert bad.returncode != 0 and "fault_rate_429 must be in [0, 1]" in bad.stderr
+  for argv, message in ((["--fault_rate_429=2"], "fault_rate_429 must be in [0, 1]"),
+                        (["--profile=medium"], "profile"), (["--no_such_flag=1"], "no_such_flag")):
+    bad = subprocess.run([sys.executable, "-m", "hieramas_jax.sim.serve", *argv],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and message in bad.stderr, (argv, bad.returncode, bad.stderr)
+    assert len(bad.stderr.strip().splitlines()) == 1 and bad.stderr.startswith("error: "), bad.stderr
   with pytest.raises(SimConfigError):
     SimConfig(fault_rate_429=0.7, fault_rate_5xx=0.7)

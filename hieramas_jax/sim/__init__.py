@@ -1,7 +1,8 @@
 """The embedded simulated LLM pool (docs/simulator.md, its "Principles").
 
   server.py               OpenAI-compatible aiohttp server: SimConfig, make_app, start_sim_in_thread,
-                          start_sim_subprocess, CLI `python -m hieramas_jax.sim.server`
+                          start_sim_subprocess
+  serve.py                the command line, `python -m hieramas_jax.sim.serve` (absl flags, one per SimConfig field)
   model.py                the behaviour model (competence, correlated draws, context votes, tokens)
   reading.py              how a request is read: item recognition, role, kind, other agents' blocks
   render.py               reply texts in each benchmark's format

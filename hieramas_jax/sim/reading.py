@@ -365,16 +365,16 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
                        reasons=bool(ASKS_TO_REASON.search(system + "\n" + user)), candidates=(),
                        context_chars=0, query_text=user, code_entry=def_match.group(1) if def_match else None)
   item = recognised.item
+  stripped = without_question(dialogue, item)  # the other agents' text, the question blanked
   if item.benchmark == "humaneval_plus":
     # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
     # dropping any block that is only the question's own prompt.
     prompt_key = code_key(item.question)
     candidates = tuple(b for b in code_blocks(dialogue) if code_key(b) != prompt_key)
   else:
-    stripped = without_question(dialogue, item)
     candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
                        else (c for c in boxed_contents(stripped) if not is_placeholder(c)))
-  context_chars = len(without_question(dialogue, item).strip()) if candidates else 0
+  context_chars = len(stripped.strip()) if candidates else 0
   instruction = without_question(system + "\n" + user, item)
   return RequestView(recognised=recognised, answer_format=FORMAT_OF[item.benchmark], role=role,
                      reasons=bool(candidates) or bool(ASKS_TO_REASON.search(instruction)),
@@ -407,7 +407,7 @@ _ANSWER_END = re.compile(r"\\boxed\{|```|" + _MMLU_STATEMENT.pattern, re.I)
 def _after_item(user: str, item: Item) -> tuple[str, str] | None:
   """(text between the item and the prompt's last answer statement, text after both), or None when
   the item's text cannot be located verbatim or normalised."""
-  needle = item.meta["stem"] if item.benchmark == "mmlu_redux" else item.question
+  needle = _recognition_text(item)
   text = user
   at = text.rfind(needle)
   if at < 0:
@@ -423,6 +423,12 @@ def _after_item(user: str, item: Item) -> tuple[str, str] | None:
   return rest[:cut], rest[cut:]
 
 
+@functools.lru_cache(maxsize=512)  # one per HumanEval+ entry point (164 items)
+def _call_line(entry_point: str) -> re.Pattern:
+  """A line that calls `entry_point`: compiled once per function, not once per request."""
+  return re.compile(rf"^.*\b{re.escape(entry_point)}\s*\(.*$", re.M)
+
+
 def changes_task(user: str, item: Item) -> bool:
   """Whether user text after the item brings new task content (see the comment above)."""
   parts = _after_item(user, item)
@@ -433,8 +439,7 @@ def changes_task(user: str, item: Item) -> bool:
   if item.benchmark == "humaneval_plus":
     # A line that calls the item's own function reports a test of the same task ("f('010') should be
     # '100', got '1 0 0'": a tool's feedback on a candidate), whatever numbers it shows.
-    call = re.compile(rf"^.*\b{re.escape(item.meta['entry_point'])}\s*\(.*$", re.M)
-    tail = call.sub(" ", tail)
+    tail = _call_line(item.meta["entry_point"]).sub(" ", tail)
   unlabelled = _LABEL.sub(" ", tail)
   seen = set(_NUMBER.findall(others))
   if any(n not in seen for n in _NUMBER.findall(unlabelled)):
@@ -449,9 +454,7 @@ def without_question(text: str, item: Item) -> str:
   out = text
   if item.benchmark == "mmlu_redux":
     out = _OPTION_LINE.sub(" ", out)
-    needle = item.meta["stem"]
-  else:
-    needle = item.question
+  needle = _recognition_text(item)
   if needle in out:
     return out.replace(needle, " ")
   # Re-wrapped in the prompt (whitespace changed): blank it on the normalised text.

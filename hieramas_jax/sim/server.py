@@ -8,7 +8,8 @@ Start it:
   * in-process: `handle = start_sim_in_thread(SimConfig(seed=0))`; `handle.base_url` is
     "http://127.0.0.1:PORT/v1"; `handle.close()`;
   * own process (benchmarks): `start_sim_subprocess(SimConfig(...))`, same handle;
-  * command line: `python -m hieramas_jax.sim.server --port=8000 --seed=0` (`make sim-server`).
+  * command line: `python -m hieramas_jax.sim.serve --port=8000 --seed=0` (`make sim-server`;
+    the program is sim/serve.py).
 
 Faults (off by default) are drawn per attempt, from a hash of (seed, request body, how many
 times that body has arrived), so a retried request eventually succeeds and a run is repeatable.
@@ -16,15 +17,12 @@ times that body has arrived), so a retried request eventually succeeds and a run
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import functools
 import hashlib
 import json
-import math
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -39,7 +37,9 @@ from hieramas_jax.sim import params as P
 from hieramas_jax.sim.hashing import uniforms
 from hieramas_jax.sim.model import BehaviourModel, count_tokens, prompt_tokens
 
-READY_PREFIX = "SIM_READY "
+READY_PREFIX = "SIM_READY "  # the served URL, on the first line of a served sim's stdout
+# Set by `start_sim_subprocess` in the child's environment: the server (sim/serve.py) dies with its parent.
+PARENT_PID_ENV = "HIERAMAS_SIM_PARENT_PID"
 _MAX_TRACKED_BODIES = 200_000  # attempt counters kept for fault draws
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -106,7 +106,7 @@ class SimConfig:
             + self.fault_rate_malformed)
 
   def to_args(self) -> list[str]:
-    """Command-line flags that recreate this config in `python -m hieramas_jax.sim.server`."""
+    """Command-line flags that recreate this config in `python -m hieramas_jax.sim.serve`."""
     args = []
     for f in dataclasses.fields(self):
       v = getattr(self, f.name)
@@ -426,7 +426,7 @@ def start_sim_subprocess(config: SimConfig = SimConfig(), host: str = "127.0.0.1
   SIGTERM when its parent dies (`PARENT_PID_ENV`, `_die_with_parent`). The parent is the calling
   *thread* for the kernel, so call this from a thread that outlives the server (the event loop's).
   """
-  cmd = [sys.executable, "-m", "hieramas_jax.sim.server", f"--host={host}", "--port=0",
+  cmd = [sys.executable, "-m", "hieramas_jax.sim.serve", f"--host={host}", "--port=0",
          *config.to_args()]
   # The child imports this very package, wherever the caller's working directory is.
   pythonpath = os.pathsep.join(p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p)
@@ -459,78 +459,3 @@ def start_sim_subprocess(config: SimConfig = SimConfig(), host: str = "127.0.0.1
         stream.close()
 
   return SimHandle(base_url, close)
-
-
-def _parse_args(argv: list[str]) -> tuple[argparse.Namespace, SimConfig]:
-  parser = argparse.ArgumentParser(prog="python -m hieramas_jax.sim.server",
-                                   description="Simulated LLM pool (OpenAI-compatible) on loopback.")
-  parser.add_argument("--host", default="127.0.0.1")
-  parser.add_argument("--port", type=int, default=8000, help="0 = any free port")
-  defaults = SimConfig()
-  for f in dataclasses.fields(SimConfig):
-    default = getattr(defaults, f.name)
-    if f.name == "strict_quirks":
-      parser.add_argument("--strict_quirks", type=int, choices=(0, 1), default=1)
-    elif f.name == "seed":
-      parser.add_argument("--seed", type=int, default=default)
-    elif f.name == "profile":
-      parser.add_argument("--profile", default=default, choices=tuple(P.PROFILES))
-    else:
-      parser.add_argument(f"--{f.name}", type=float, default=default)
-  args = parser.parse_args(argv)
-  values = {f.name: getattr(args, f.name) for f in dataclasses.fields(SimConfig)}
-  values["strict_quirks"] = bool(values["strict_quirks"])
-  try:
-    config = SimConfig(**values)
-  except SimConfigError as e:
-    parser.error(str(e))
-  return args, config
-
-
-PARENT_PID_ENV = "HIERAMAS_SIM_PARENT_PID"
-
-
-def _die_with_parent() -> None:
-  """When started by `start_sim_subprocess`: SIGTERM on the parent's death (PR_SET_PDEATHSIG), and
-  exit now if it already died before that was set (the server was then adopted by another process)."""
-  parent = os.environ.get(PARENT_PID_ENV)
-  if not parent:
-    return
-  import ctypes  # pylint: disable=import-outside-toplevel
-  libc = ctypes.CDLL(None, use_errno=True)
-  if libc.prctl(1, signal.SIGTERM, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
-    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-  if os.getppid() != int(parent):
-    sys.exit(1)
-
-
-def main(argv: list[str] | None = None) -> int:
-  _die_with_parent()
-  # SIGTERM and SIGHUP end the server like Ctrl-C does (its site is cleaned up, exit 0).
-  for signum in (signal.SIGTERM, signal.SIGHUP):
-    signal.signal(signum, signal.default_int_handler)
-  args, config = _parse_args(sys.argv[1:] if argv is None else argv)
-  app = make_app(config)
-
-  async def run() -> None:
-    runner, port = await _start_site(app, args.host, args.port)
-    print(f"{READY_PREFIX}http://{args.host}:{port}/v1", flush=True)
-    print(f"simulated pool (seed {config.seed}, profile {config.profile}) serving {len(MODELS)} models on "
-          f"http://{args.host}:{port}/v1", file=sys.stderr, flush=True)
-    try:
-      await asyncio.Event().wait()
-    finally:
-      await runner.cleanup()
-
-  try:
-    asyncio.run(run())
-  except KeyboardInterrupt:
-    pass
-  except OSError as e:
-    print(f"error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
-    return 1
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main())
