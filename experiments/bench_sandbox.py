@@ -17,9 +17,10 @@ the fallback's tasks per second.
 
 `timing_checks`: how long the sandbox takes to stop what it must stop, and to replay a cached grade.
 `tests/test_sandbox.py` checks these cases by their outcome only (a runaway is killed, and by which
-limit; escaped children die; a replay runs no child): on a loaded 2-core machine a bound in seconds
-flakes. Their durations are recorded here instead, each next to the bound the tests used to assert
-(`goal_s`), with the verdict's detail; a missed goal is reported, never fatal.
+limit; escaped children die), `tests/test_humaneval.py` the replay's (it runs no child): on a loaded
+2-core machine a bound in seconds flakes. Their durations are recorded here instead, each next to the
+bound the tests used to assert (`goal_s`), with the verdict's detail; a missed goal is reported, never
+fatal.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ async def _light_task_ms(item, modes: dict[str, sandbox.Isolation], runs: int) -
   return {m: round(1000.0 * statistics.median(t), 1) for m, t in times.items()}
 
 
-# The cases tests/test_sandbox.py checks by outcome, on HumanEval/0, under its tight limits.
+# The cases the sandbox tests check by outcome, on HumanEval/0, under their tight limits
+# (tests/humaneval_runs.py's FAST; an experiment imports nothing from tests/).
 FAST = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=4.0, cpu_s=8, load_s=2.0)
 FUNC = "def has_close_elements(numbers, threshold):\n"
 SPIN = "while True:\n    pass\n"

@@ -37,3 +37,27 @@ def tiny_reproduction(session_sim, tmp_path_factory):
   what and why); tests may add cells under its run root but never change its finished ones."""
   import tiny_reproduction as tiny  # pylint: disable=import-outside-toplevel
   return tiny.reproduce(session_sim, tmp_path_factory.mktemp("tiny-reproduction") / "runs")
+
+
+@pytest.fixture(scope="module")
+def task0():
+  """HumanEval/0 (has_close_elements), the task the grading, sandbox and cgroup tests run candidates on."""
+  from hieramas_jax.benchmarks.data import items_by_id  # pylint: disable=import-outside-toplevel
+  return items_by_id("humaneval_plus")["HumanEval/0"]
+
+
+@pytest.fixture
+def outcomes(monkeypatch):
+  """Every `RunOutcome` of the children this test runs, in order: how a run ended, asserted instead
+  of how long it took."""
+  from hieramas_jax.benchmarks import sandbox  # pylint: disable=import-outside-toplevel
+  seen = []
+  real = sandbox.run_child
+
+  async def spy(*args, **kwargs):
+    outcome = await real(*args, **kwargs)
+    seen.append(outcome)
+    return outcome
+
+  monkeypatch.setattr(sandbox, "run_child", spy)
+  return seen

@@ -14,15 +14,10 @@ import time
 import pytest
 
 from hieramas_jax.benchmarks import cgroups, humaneval, sandbox
-from hieramas_jax.benchmarks.data import items_by_id
+from humaneval_runs import FUNC, GOOD_BODY, IN_CI
+
 
 # Never a quiet skip: in CI (CI=true) a cgroup that cannot be had fails; elsewhere the cause is shown (-rs).
-IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-FUNC = "def has_close_elements(numbers, threshold):\n"
-GOOD_BODY = ("    return any(abs(a - b) < threshold\n"
-             "               for i, a in enumerate(numbers) for b in numbers[i + 1:])\n")
-
-
 @pytest.fixture(autouse=True)
 def _cgroup_required():
   sup = cgroups.support()
@@ -30,11 +25,6 @@ def _cgroup_required():
     if IN_CI:
       pytest.fail(f"no cgroup per grading in CI: {sup.detail}")
     pytest.skip(f"no cgroup per grading here: {sup.detail}")
-
-
-@pytest.fixture(scope="module")
-def task0():
-  return items_by_id("humaneval_plus")["HumanEval/0"]
 
 
 def _ours() -> list[str]:

@@ -181,7 +181,7 @@ def test_stage2_learns_which_graphs_are_good():
   reward = np.where(q[:, :1] > 0, density, 1 - density) - 0.3
   labels = stage2.contrastive_labels(reward, top_k=2)
   data = stage2.Stage2Batch(q, roles, adj, mask, labels, np.ones((num_q, per_q), bool), np.float32(1))
-  config = stage2.Stage2Config(learning_rate=2e-2, weight_decay=1e-5, epochs=12, batch_size=16, patience=12, top_k=2,
+  config = stage2.Stage2Config(learning_rate=2e-2, weight_decay=1e-5, epochs=12, batch_size=16, patience=12,
                                val_fraction=0.2)
   params, history = stage2.fit(data, jax.random.key(0), config, net=SMALL)
   first, best = history[0], min(history, key=lambda h: h["val_loss"])

@@ -12,7 +12,7 @@ import pytest
 from hieramas_jax.benchmarks import data as data_lib
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.rundir import from_repo
-from hieramas_jax.experiment.runner import PreflightError
+from hieramas_jax.experiment.runner import TablePlanError
 from hieramas_jax.experiment.runner import run_table
 from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.cache import ResponseCache
@@ -172,6 +172,6 @@ def test_a_changed_data_file_refuses_to_resume(sim, tmp_path, monkeypatch):
   asyncio.run(_table(sim, spec, tmp_path / "run"))
   path = data_dir / data_lib.DATA_FILES["mmlu_redux"]
   path.write_bytes(path.read_bytes() + b"\n")  # any edit changes the hash
-  with pytest.raises(PreflightError, match=r"mmlu_redux_1.0_normalized.jsonl changed \(sha256") as caught:
+  with pytest.raises(TablePlanError, match=r"mmlu_redux_1.0_normalized.jsonl changed \(sha256") as caught:
     asyncio.run(_table(sim, spec, tmp_path / "run"))
   assert caught.value.problems[0].startswith(str(tmp_path / "run"))

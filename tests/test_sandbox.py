@@ -1,16 +1,14 @@
-"""HumanEval+ sandbox: canonical solutions pass base+plus; hostile code is contained and fails;
-the verdict is the parent's, so no program can report itself passed.
+"""HumanEval+ sandbox isolation (`benchmarks/sandbox.py`): hostile code is contained and fails; the
+verdict is the parent's, so no program can report itself passed.
 
 Outcomes only, never elapsed seconds: a loaded 2-core machine stretches every duration. What stopped
 a run is read from its `RunOutcome` (the `outcomes` fixture); how long stopping takes is
-`experiments/bench_sandbox.py`'s `timing_checks`."""
+`experiments/bench_sandbox.py`'s `timing_checks`. How a candidate is judged is `test_humaneval.py`'s."""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
-import json
 import logging
 import os
 import pathlib
@@ -25,47 +23,9 @@ import time
 
 import pytest
 
-from hieramas_jax.benchmarks import cgroups, graders, humaneval, sandbox
-from hieramas_jax.benchmarks.data import items_by_id, load_items
+from hieramas_jax.benchmarks import cgroups, humaneval, sandbox
 from hieramas_jax.paths import BENCHMARK_DATA_DIR, PACKAGE_DIR, REPO_DIR, cache_dir
-
-# Tight limits keep the hostile cases fast; the defaults are the same mechanism, only longer.
-FAST = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=4.0, cpu_s=8, load_s=2.0)
-
-FUNC = "def has_close_elements(numbers, threshold):\n"
-GOOD_BODY = ("    return any(abs(a - b) < threshold\n"
-             "               for i, a in enumerate(numbers) for b in numbers[i + 1:])\n")
-
-
-@pytest.fixture(scope="module")
-def task0():
-  return items_by_id("humaneval_plus")["HumanEval/0"]
-
-
-def _run(item, code, limits=FAST, iso=None):
-  return asyncio.run(humaneval.run_candidate(item, code, limits, use_cache=False, iso=iso or _iso("bwrap")))
-
-
-def _bwrap_or_why() -> str | None:
-  try:
-    iso = sandbox.isolation()
-  except sandbox.SandboxError as e:
-    return str(e)
-  return None if iso.mode == "bwrap" else f"{sandbox.SANDBOX_ENV}={iso.mode}"
-
-
-WHY_NO_BWRAP = _bwrap_or_why()
-BWRAP = WHY_NO_BWRAP is None
-# An isolation test never skips quietly: in CI (CI=true) it fails; elsewhere it skips with the cause,
-# which `-rs` (setup.cfg) prints in every run.
-IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def require_bwrap() -> None:
-  if WHY_NO_BWRAP is not None:
-    if IN_CI:
-      pytest.fail(f"isolation cannot run in CI: {WHY_NO_BWRAP}")
-    pytest.skip(f"isolation cannot run here: {WHY_NO_BWRAP}")
+from humaneval_runs import BWRAP, FAST, FUNC, GOOD_BODY, isolation_for, require_bwrap, run_code
 
 
 @pytest.fixture
@@ -75,93 +35,6 @@ def _bwrap_required():
 
 needs_bwrap = pytest.mark.usefixtures("_bwrap_required")
 MODES = ["fallback", "bwrap"]
-
-
-def _iso(mode):
-  if mode == "bwrap":
-    require_bwrap()
-    return sandbox.isolation()
-  return sandbox.fallback_isolation()
-
-
-@pytest.fixture
-def outcomes(monkeypatch):
-  """Every `RunOutcome` of the children this test runs, in order: how a run ended, asserted instead
-  of how long it took."""
-  seen = []
-  real = sandbox.run_child
-
-  async def spy(*args, **kwargs):
-    outcome = await real(*args, **kwargs)
-    seen.append(outcome)
-    return outcome
-
-  monkeypatch.setattr(sandbox, "run_child", spy)
-  return seen
-
-
-def _canonical_failures(items):
-  async def grade_all():
-    return await asyncio.gather(*(humaneval.run_candidate(it, it.answer, use_cache=False)
-                                  for it in items))
-
-  return [(it.id, g.detail) for it, g in zip(items, asyncio.run(grade_all())) if not g.correct]
-
-
-def test_a_sample_of_canonical_solutions_pass_base_and_plus():
-  """The fast tier's share of the check below: every 20th task (9 of 164)."""
-  failed = _canonical_failures(load_items("humaneval_plus")[::20])
-  assert not failed, failed
-
-
-@pytest.mark.slow  # 117 s on a loaded 2-core machine; the sample above stays in the fast tier
-def test_all_canonical_solutions_pass_base_and_plus():
-  items = load_items("humaneval_plus")
-
-  failed = _canonical_failures(items)
-  assert not failed, failed
-
-
-def test_plus_inputs_catch_what_base_tests_miss(task0):
-  # Passes the dataset's check() but not every plus input (EvalPlus's point).
-  weak = FUNC + ("    if len(numbers) > 6:  # the base tests have at most 6 numbers\n"
-                  "        return False\n" + GOOD_BODY)
-  grade = _run(task0, weak)
-  assert not grade.correct
-  assert "plus test" in grade.detail, grade.detail
-
-
-def test_good_code_in_several_shapes_passes(task0):
-  full = "from typing import List\n\n" + FUNC + GOOD_BODY
-  assert _run(task0, full).correct
-  assert _run(task0, GOOD_BODY).correct  # a body continuing the prompt
-  unindented = "return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"
-  assert _run(task0, unindented).correct
-  assert not _run(task0, FUNC + "    return False\n").correct
-  assert _run(task0, "def (:\n").detail == "syntax error"
-
-
-def test_float_outputs_compared_with_atol():
-  item = items_by_id("humaneval_plus")["HumanEval/2"]  # truncate_number, atol 1e-6
-  def shifted(delta):  # exact on check()'s 3.5, off by delta on every other input
-    return f"def truncate_number(number):\n    return number % 1.0 + (0.0 if number == 3.5 else {delta})\n"
-  assert _run(item, shifted(1e-9)).correct
-  off = _run(item, shifted(1e-3).replace("number == 3.5", "number < 200"))
-  assert not off.correct and "plus test" in off.detail, off.detail
-  # find_zero (HumanEval/32): any x with |poly(xs, x)| <= atol passes, not only the
-  # canonical output: a tighter Newton stops at other floats than the canonical one.
-  find_zero = items_by_id("humaneval_plus")["HumanEval/32"]
-  newton = ("def find_zero(xs):\n"
-            "    dxs = [xs[i] * i for i in range(1, len(xs))]\n"
-            "    x = 0.0\n"
-            "    for _ in range(1000):\n"
-            "        fx = poly(xs, x)\n"
-            "        if abs(fx) < 1e-9:\n"
-            "            break\n"
-            "        x = x - fx / poly(dxs, x)\n"
-            "    return x\n")
-  assert _run(find_zero, newton).correct
-  assert not _run(find_zero, newton.replace("return x", "return x + 1e-3")).correct
 
 
 HOSTILE = {
@@ -285,13 +158,13 @@ BUDGET = {"infinite loop ignoring SIGPROF (parent kill)": "wall"}
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_code_is_contained_and_fails(task0, name, outcomes):
-  grade = _run(task0, HOSTILE[name])
+  grade = run_code(task0, HOSTILE[name])
   assert not grade.correct, (name, grade.detail)
   assert WHY[name] in grade.detail, (name, grade.detail)
   if name in BUDGET:  # stopped by the parent, and the reason recorded
     assert outcomes[-1].timed_out and outcomes[-1].budget == BUDGET[name], outcomes[-1]
   # The harness runs on: the next candidate is graded normally.
-  assert _run(task0, GOOD_BODY).correct
+  assert run_code(task0, GOOD_BODY).correct
 
 
 def test_flooding_stdout_does_not_hurt(task0):
@@ -301,12 +174,12 @@ def test_flooding_stdout_does_not_hurt(task0):
            "    print('x' * 1000)\n"
            "    sys.stderr.write('y' * 1000)\n"
            "os.write(1, b'z' * 1000000)\n" + FUNC + "    print('noise' * 100)\n" + GOOD_BODY)
-  assert _run(task0, flood).correct
+  assert run_code(task0, flood).correct
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_files_outside_the_workdir_survive(task0, tmp_path, mode):
-  iso = _iso(mode)
+  iso = isolation_for(mode)
   sentinel = tmp_path / "sentinel.txt"
   sentinel.write_text("keep me")
   for attack in (f"import os\nos.remove({str(sentinel)!r})\n",
@@ -315,12 +188,12 @@ def test_files_outside_the_workdir_survive(task0, tmp_path, mode):
                  f"import shutil\nshutil.rmtree({str(tmp_path)!r})\n",
                  f"import os\nos.rename({str(sentinel)!r}, 'stolen')\n",
                  f"import os\nos.system('rm -rf {tmp_path}')\n"):
-    grade = _run(task0, attack + FUNC + GOOD_BODY, iso=iso)
+    grade = run_code(task0, attack + FUNC + GOOD_BODY, iso=iso)
     assert not grade.correct, attack
     assert sentinel.read_text() == "keep me", attack
   # No program creates a file, even in its own directory (seccomp: inodes are bounded at zero).
   local = ("import os\nopen('scratch', 'w').write('x')\nos.remove('scratch')\n" + FUNC + GOOD_BODY)
-  grade = _run(task0, local, iso=iso)
+  grade = run_code(task0, local, iso=iso)
   assert not grade.correct and "Read-only file system" in grade.detail, grade.detail
 
 
@@ -332,7 +205,7 @@ def test_no_connection_leaves_the_sandbox(task0):
   port = server.getsockname()[1]
   attack = (f"import socket\nsocket.create_connection(('127.0.0.1', {port}))\n" + FUNC + GOOD_BODY)
   try:
-    assert not _run(task0, attack).correct
+    assert not run_code(task0, attack).correct
     with pytest.raises(socket.timeout):
       server.accept()
   finally:
@@ -343,39 +216,10 @@ def test_fallback_workdir_is_cleaned_up(task0):
   # The fallback runs in a host temp directory: the candidate reports it in its failure (it can
   # write no file); the directory itself must be gone.
   code = "import os\nraise RuntimeError('cwd=' + os.path.realpath('.'))\n" + FUNC + GOOD_BODY
-  grade = _run(task0, code, iso=sandbox.fallback_isolation())
+  grade = run_code(task0, code, iso=sandbox.fallback_isolation())
   workdir = grade.detail.split("cwd=")[1]
   assert "hieramas-sandbox-" in workdir
   assert not os.path.exists(workdir)
-
-
-def test_grades_are_cached_by_code(task0, outcomes):
-  code = FUNC + GOOD_BODY + "# cache probe\n"
-  path = humaneval._grade_cache_path(task0, code)
-  path.unlink(missing_ok=True)  # a cache directory kept from an earlier run (HIERAMAS_CACHE_DIR set)
-  first = asyncio.run(humaneval.run_candidate(task0, code))
-  assert path.exists() and first.correct
-  ran = len(outcomes)
-  again = asyncio.run(humaneval.run_candidate(task0, code))
-  assert again == first
-  assert len(outcomes) == ran  # replayed: no child ran
-  assert humaneval._grade_cache_path(task0, code + "\n") != path
-
-
-def test_grade_entry_points_for_humaneval(task0):
-  text = "Here is my solution:\n```python\nfrom typing import List\n\n" + FUNC + GOOD_BODY + "```\n"
-  assert graders.grade(task0, text).correct  # sync, outside an event loop
-  assert not graders.grade(task0, "I cannot solve this.").correct
-  assert graders.grade(task0, "I cannot solve this.").extracted is None
-
-  async def inside_loop():
-    with pytest.raises(graders.GradingError):
-      graders.grade(task0, text)
-    return await graders.grade_async(task0, text)
-
-  assert asyncio.run(inside_loop()).correct
-  with concurrent.futures.ThreadPoolExecutor(2) as pool:  # sync grade() from worker threads
-    assert all(g.correct for g in pool.map(lambda t: graders.grade(task0, t), [text, text + " "]))
 
 
 def _alive(pid: int) -> bool:
@@ -426,12 +270,12 @@ def test_children_that_escape_the_guard_die_with_the_task(task0, mode, outcomes)
   # task and must not keep the harness waiting on the inherited pipe: the judge decides (no budget
   # runs out) and the child is reaped.
   marker = "hx" + secrets.token_hex(4)
-  grade = _run(task0, _forking(marker, setsid=False) + FUNC + "    return None\n", iso=_iso(mode))
+  grade = run_code(task0, _forking(marker, setsid=False) + FUNC + "    return None\n", iso=isolation_for(mode))
   assert not grade.correct and "failed at base test" in grade.detail, grade.detail
   assert not outcomes[-1].timed_out and outcomes[-1].returncode is not None, outcomes[-1]
   time.sleep(0.2)
   assert not _named(marker)
-  assert _run(task0, GOOD_BODY, iso=_iso(mode)).correct
+  assert run_code(task0, GOOD_BODY, iso=isolation_for(mode)).correct
 
 
 @needs_bwrap
@@ -440,12 +284,12 @@ def test_ctypes_setsid_escape_dies_with_the_pid_namespace(task0, outcomes):
   # group kill misses it; the pid namespace's end does not. No stall on the held pipe: the judge
   # decides and the child is reaped.
   marker = "hs" + secrets.token_hex(4)
-  grade = _run(task0, _forking(marker, setsid=True) + FUNC + "    return None\n")
+  grade = run_code(task0, _forking(marker, setsid=True) + FUNC + "    return None\n")
   assert not grade.correct and "failed at base test" in grade.detail, grade.detail
   assert not outcomes[-1].timed_out and outcomes[-1].returncode is not None, outcomes[-1]
   time.sleep(0.2)
   assert not _named(marker)
-  assert _run(task0, GOOD_BODY).correct
+  assert run_code(task0, GOOD_BODY).correct
 
 
 @needs_bwrap
@@ -466,7 +310,7 @@ def test_absolute_path_writes_and_deletes_touch_nothing(task0, tmp_path):
               "open('/pwned.txt', 'w').write('pwned')\n",
               "open('/dev/pwned.txt', 'w').write('pwned')\n"]
   for attack in attacks:
-    grade = _run(task0, attack + FUNC + GOOD_BODY)
+    grade = run_code(task0, attack + FUNC + GOOD_BODY)
     assert not grade.correct and "failed at load" in grade.detail, (attack, grade.detail)
   assert sentinel.read_text() == "keep me"
   assert sorted(p.name for p in tmp_path.iterdir()) == ["sentinel.txt"]
@@ -474,9 +318,9 @@ def test_absolute_path_writes_and_deletes_touch_nothing(task0, tmp_path):
   assert not pathlib.Path("/usr/pwned.txt").exists() and not pathlib.Path("/pwned.txt").exists()
   # /tmp inside is the program's own tmpfs, and no file can be created there either.
   host_tmp = pathlib.Path("/tmp") / f"pwned-{secrets.token_hex(4)}.txt"
-  assert not _run(task0, f"open({str(host_tmp)!r}, 'w').write('pwned')\n" + FUNC + GOOD_BODY).correct
+  assert not run_code(task0, f"open({str(host_tmp)!r}, 'w').write('pwned')\n" + FUNC + GOOD_BODY).correct
   assert not host_tmp.exists()
-  assert _run(task0, GOOD_BODY).correct
+  assert run_code(task0, GOOD_BODY).correct
 
 
 @needs_bwrap
@@ -489,7 +333,7 @@ def test_no_network_even_round_the_guard(task0):
   port = server.getsockname()[1]
   attack = f"import _socket\ns = _socket.socket()\ns.connect(('127.0.0.1', {port}))\n" + FUNC + GOOD_BODY
   try:
-    grade = _run(task0, attack)
+    grade = run_code(task0, attack)
     assert not grade.correct and "Operation not permitted" in grade.detail, grade.detail  # seccomp: no AF_INET
     with pytest.raises(socket.timeout):
       server.accept()
@@ -535,7 +379,7 @@ def test_what_the_program_sees_inside_bubblewrap(task0):
       if failed:
           raise AssertionError(", ".join(failed))
       """)
-  grade = _run(task0, probe + FUNC + GOOD_BODY)
+  grade = run_code(task0, probe + FUNC + GOOD_BODY)
   assert grade.correct, grade.detail
 
 
@@ -614,17 +458,6 @@ def test_no_isolation_refuses_unless_fallback_is_asked_for(monkeypatch, caplog, 
     assert provenance(seed=0)["sandbox"] == sandbox.isolation().provenance()
 
 
-def test_grades_are_cached_per_isolation_mode(task0):
-  code = FUNC + GOOD_BODY
-  assert humaneval._grade_cache_path(task0, code, "bwrap") != humaneval._grade_cache_path(task0, code, "fallback")
-
-
-def test_main_guard_demo_does_not_run(task0):
-  # EvalPlus semantics: `if __name__ == "__main__":` blocks (often reading stdin) do not run.
-  code = FUNC + GOOD_BODY + "\nif __name__ == '__main__':\n    print(has_close_elements(eval(input()), 0.5))\n"
-  assert _run(task0, code).correct
-
-
 # What seccomp refuses in either mode: new processes, new files, ptrace; threads still work.
 SECCOMP_PROBE = textwrap.dedent("""\
     import ctypes, os, threading
@@ -685,7 +518,7 @@ def test_seccomp_bounds_processes_files_and_ptrace(task0, mode, tmp_path):
   victim = tmp_path / "victim.txt"
   victim.write_text("keep me")
   victim.chmod(0o644)
-  grade = _run(task0, f"VICTIM = {str(victim)!r}\n" + SECCOMP_PROBE + FUNC + GOOD_BODY, iso=_iso(mode))
+  grade = run_code(task0, f"VICTIM = {str(victim)!r}\n" + SECCOMP_PROBE + FUNC + GOOD_BODY, iso=isolation_for(mode))
   assert grade.correct, grade.detail
   assert victim.read_text() == "keep me" and (victim.stat().st_mode & 0o777) == 0o644
   assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt"]
@@ -703,7 +536,7 @@ def test_ignoring_sigprof_is_stopped_at_the_input_limit_not_the_wall(task0, outc
   # at its input's budget (CPU 1 + 3 + 2 + 2 s), not at the 60 s wall.
   limits = dataclasses.replace(sandbox.DEFAULT_LIMITS, wall_s=60.0, cpu_s=60, load_s=1.0)
   code = ("import signal\nsignal.signal(signal.SIGPROF, signal.SIG_IGN)\n" + FUNC + "    while True:\n        pass\n")
-  grade = _run(task0, code, limits=limits)
+  grade = run_code(task0, code, limits=limits)
   assert not grade.correct and "killed by the grader" in grade.detail, grade.detail
   assert outcomes[-1].timed_out and outcomes[-1].budget == "line", outcomes[-1]
 
@@ -739,9 +572,9 @@ def test_hostile_program_reaches_no_secret_host_file_or_process(task0, monkeypat
       if failed:
           raise AssertionError(", ".join(failed))
       """)
-  grade = _run(task0, probe + FUNC + GOOD_BODY)
+  grade = run_code(task0, probe + FUNC + GOOD_BODY)
   assert grade.correct, grade.detail
-  assert _run(task0, GOOD_BODY).correct
+  assert run_code(task0, GOOD_BODY).correct
 
 
 @needs_bwrap
@@ -758,60 +591,3 @@ def test_isolation_engages_for_an_interpreter_under_tmp(tmp_path):
   out = subprocess.run([str(venv / "bin" / "python"), "-c", script], env=env, capture_output=True, text=True,
                        timeout=120, check=False)
   assert out.returncode == 0 and out.stdout.split() == ["bwrap", "True"], out.stderr[-2000:]
-
-
-def test_forged_or_edited_cache_entries_are_not_replayed(task0, caplog):
-  # A grade cache entry claiming a wrong program passed (forged, or edited by hand), and edited
-  # expected outputs, are recomputed instead of replayed; the warning names the file.
-  wrong = FUNC + "    return None\n# forged " + secrets.token_hex(4) + "\n"
-  path = humaneval._grade_cache_path(task0, wrong)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(json.dumps({"task_id": task0.id, "correct": True, "detail": "passed base and plus tests"}))
-  with caplog.at_level(logging.WARNING, logger=humaneval.__name__):
-    grade = asyncio.run(humaneval.run_candidate(task0, wrong, FAST))
-  assert not grade.correct and str(path) in caplog.text
-  entry = json.loads(path.read_text())
-  assert entry["correct"] is False
-  entry["correct"] = True  # flipped, checksum kept
-  path.write_text(json.dumps(entry))
-  assert not asyncio.run(humaneval.run_candidate(task0, wrong, FAST)).correct
-  assert not asyncio.run(humaneval.run_candidate(task0, wrong, FAST)).correct  # the rewrite is honest
-  # Expected outputs edited so that `return None` would match: recomputed, not trusted.
-  exp_path = humaneval._expected_path(task0)
-  asyncio.run(humaneval.expected_outputs(task0))
-  exp = json.loads(exp_path.read_text())
-  exp["outputs"] = [{"out": None} for _ in exp["outputs"]]
-  exp_path.write_text(json.dumps(exp))
-  humaneval._EXPECTED_MEMO.clear()
-  caplog.clear()
-  with caplog.at_level(logging.WARNING, logger=humaneval.__name__):
-    again = asyncio.run(humaneval.run_candidate(task0, FUNC + "    return None\n", FAST, use_cache=False))
-  assert not again.correct and str(exp_path) in caplog.text
-  assert _run(task0, GOOD_BODY).correct
-
-
-def _burning(seconds: float) -> str:
-  """HumanEval/0 solved, after burning `seconds` of CPU time on the first input only."""
-  return ("import time\n_first = [True]\n" + FUNC +
-          f"    if _first[0]:\n        _first[0] = False\n        t0 = time.process_time()\n"
-          f"        while time.process_time() - t0 < {seconds}:\n            pass\n" + GOOD_BODY)
-
-
-def test_time_limits_are_cpu_time_so_load_does_not_change_a_grade(task0):
-  # A fresh clone graded two HumanEval+ candidates differently from the committed run: each sat near
-  # its per-input limit, timed in wall time on a machine whose load varied. Limits are CPU time now:
-  # with the cores saturated by spinners, a program using 0.6 s of CPU (limit 1 s) still passes, in
-  # more wall time than CPU time, and one using 1.5 s still fails.
-  # Each spinner in a session of its own: the scheduler's autogroups share a core per session.
-  spin = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"], start_new_session=True)
-          for _ in range(2 * (os.cpu_count() or 1))]
-  try:
-    time.sleep(0.5)
-    fits = _run(task0, _burning(0.6))
-    over = _run(task0, _burning(1.5))
-  finally:
-    for p in spin:
-      p.kill()
-      p.wait()
-  assert fits.correct, fits.detail
-  assert not over.correct and "time limit exceeded" in over.detail, over.detail

@@ -10,7 +10,7 @@ from hieramas_jax.benchmarks.sandbox import SandboxError
 from hieramas_jax.errors import UserError
 from hieramas_jax.experiment.cli import run_or_exit
 from hieramas_jax.experiment.rundir import RunConfigMismatchError, StateError
-from hieramas_jax.experiment.runner import PreflightError
+from hieramas_jax.experiment.runner import TablePlanError
 from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.learn.stage2 import Stage2Error
 from hieramas_jax.llm.errors import LLMError
@@ -42,11 +42,11 @@ def test_user_errors_print_one_line_and_exit_2(error, capsys, monkeypatch):
   assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
 
 
-def test_a_preflight_prints_one_line_per_problem_and_a_bug_keeps_its_traceback(capsys, monkeypatch):
+def test_a_table_plan_error_prints_one_line_per_problem_and_a_bug_keeps_its_traceback(capsys, monkeypatch):
   monkeypatch.setattr("logging.shutdown", lambda: None)
 
   def refuse():
-    raise PreflightError(["a conflicts", "b conflicts"])
+    raise TablePlanError(["a conflicts", "b conflicts"])
   with pytest.raises(SystemExit):
     run_or_exit(refuse)
   assert capsys.readouterr().err.splitlines() == ["error: a conflicts", "error: b conflicts"]

@@ -28,7 +28,7 @@ def run_or_exit(fn: Callable[[], Any]) -> Any:
     return fn()
   except UserError as e:
     logging.shutdown()
-    for problem in getattr(e, "problems", None) or [e]:  # a preflight names every conflict, one line each
+    for problem in getattr(e, "problems", None) or [e]:  # a table's plan check names every conflict, one line each
       print(f"error: {problem}", file=sys.stderr, flush=True)
     sys.exit(EXIT_USER_ERROR)
 

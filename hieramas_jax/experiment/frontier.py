@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.experiment.runner import PreflightError, plan_table, run_table, table_root
+from hieramas_jax.experiment.runner import TablePlanError, plan_table, run_table, table_root
 from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 
@@ -58,10 +58,10 @@ async def run_frontier(specs: Sequence[tuple[TableSpec, str, float]], backends, 
   for spec, _, _ in specs:  # every table checked before the first starts: a conflict is never found late
     try:
       plan_table(spec, backends, table_root(run_root, backends[spec.seeds[0]].endpoint.name))
-    except PreflightError as e:
+    except TablePlanError as e:
       problems += e.problems
   if problems:
-    raise PreflightError(problems)
+    raise TablePlanError(problems)
   cells, ks, prov = {}, {}, {}
   for spec, _, k in specs:
     table = await run_table(spec, backends, run_root=run_root, flags=flags, max_queries=max_queries,

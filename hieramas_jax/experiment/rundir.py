@@ -114,7 +114,7 @@ def from_repo(path: str | os.PathLike) -> pathlib.Path:
 def run_dir_conflict(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> ValueError | None:
   """Why `run_dir` cannot hold a run of `config` (None: it is new or ran the same config). Writes nothing.
 
-  A preflight calls this for every cell before any of them starts, so that every conflict is reported
+  `runner.check_plans` calls this for every cell before any of them starts, so that every conflict is reported
   at once instead of one by one, late, after the other cells have run.
   """
   run_dir = pathlib.Path(run_dir)

@@ -20,7 +20,7 @@ Every cell, whatever its method, goes through the same steps:
 
 All cells run at once as asyncio tasks; one semaphore bounds the queries in flight across all of them
 (training queries included), so a slow cell never stalls the others. Before any cell starts, every
-cell's run directory, data hashes and --load_run are checked (`preflight`: one error naming every
+cell's run directory, data hashes and --load_run are checked (`check_plans`: one error naming every
 conflict, nothing written). Progress: one live display (per cell its stage, counts, rate and ETA; a table
 line), a log line per change of a cell's state (with --verbose), and
 `<run_root>/<endpoint>/progress.json` with each cell's state.
@@ -244,8 +244,13 @@ class CellPlan:
     return {"train": len(self.items.train), "val": len(self.items.val), "test": len(self.items.test)}
 
 
-class PreflightError(InvalidRunError, RunConfigMismatchError):
-  """Every conflict found before a table starts (run directories, --load_run, data hashes): one line each."""
+class TablePlanError(InvalidRunError, RunConfigMismatchError):
+  """Every conflict found in a table's plans before it starts (run directories, --load_run, data hashes):
+  one line each.
+
+  Not `llm.preflight.PreflightError`, which says the endpoints cannot serve the models; this one says the
+  run directories and fits cannot hold the table. Both come before anything is written or paid.
+  """
 
   def __init__(self, problems: Sequence[str]):
     super().__init__("\n".join(problems))
@@ -289,11 +294,11 @@ def load_problems(plan: CellPlan) -> list[str]:
   return []
 
 
-def preflight(plans: Sequence[CellPlan]) -> None:
+def check_plans(plans: Sequence[CellPlan]) -> None:
   """Checks every cell's run directory, data hashes and --load_run before any cell starts; writes nothing.
 
   Raises:
-    PreflightError: naming every conflict, one line each.
+    TablePlanError: naming every conflict, one line each.
   """
   problems: list[str] = []
   for plan in plans:
@@ -302,13 +307,13 @@ def preflight(plans: Sequence[CellPlan]) -> None:
       problems.append(str(conflict))
     problems += load_problems(plan)
   if problems:
-    raise PreflightError(problems)
+    raise TablePlanError(problems)
 
 
 async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
                    progress: TableProgress, settings: RunSettings = RunSettings(), show_bars: bool = False,
                    use_wandb: bool = False, flags: Mapping[str, Any] | None = None) -> CellRecord:
-  """Fit-or-load, evaluate and summarise one cell (checked by `preflight`); returns its record for the table."""
+  """Fit-or-load, evaluate and summarise one cell (checked by `check_plans`); returns its record for the table."""
   cell, method, items, source, sizes = plan.cell, plan.method, plan.items, plan.source, plan.sizes
   run_dir = prepare_run_dir(plan.run_dir, plan.config)
   writers = CellWriters.make(run_dir, cell, wandb_config(cell, method.describe(), plan.config, run_dir),
@@ -375,7 +380,7 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
 
 def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.Path,
                settings: RunSettings = RunSettings()) -> list[CellPlan]:
-  """Every cell's plan, checked by `preflight` (PreflightError naming every conflict); writes nothing."""
+  """Every cell's plan, checked by `check_plans` (TablePlanError naming every conflict); writes nothing."""
   plans, problems = [], []
   for c in spec.cells():
     try:
@@ -383,8 +388,8 @@ def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.P
     except InvalidRunError as e:
       problems.append(str(e))
   if problems:
-    raise PreflightError(problems)
-  preflight(plans)
+    raise TablePlanError(problems)
+  check_plans(plans)
   return plans
 
 

@@ -43,15 +43,14 @@ class Stage2Config:
   Like `stage1.Stage1Config`, no defaults for what HieraMAS configures: the values (reference and
   per-benchmark) have one home, `HieraMASConfig`'s `stage2_*` fields, mapped by
   `methods/hieramas/training.stage2_config`. Only `clip_norm`, which HieraMASConfig does not expose,
-  keeps its one default here.
+  keeps its one default here. The fit is given its labels (`Stage2Batch.labels`, made by the caller
+  with `contrastive_labels(top_k=...)`), so positives per query (stage2_top_k) are no field here.
 
   Attributes:
     learning_rate, weight_decay: AdamW (stage2_lr, stage2_weight_decay).
     epochs: most epochs (stage2_epochs).
     batch_size: queries per update (stage2_batch).
     patience: epochs without a better validation loss before stopping (stage2_patience).
-    top_k: positives per query (stage2_top_k; the labels are made by the caller, see
-      `contrastive_labels`).
     val_fraction: share of queries held out for validation (stage2_val_fraction).
     clip_norm: global gradient-norm clip (fixed at 1.0 in every HieraMAS run).
   """
@@ -61,7 +60,6 @@ class Stage2Config:
   epochs: int
   batch_size: int
   patience: int
-  top_k: int
   val_fraction: float
   clip_norm: float = 1.0
 

@@ -382,8 +382,7 @@ def stage2_config(cfg: HieraMASConfig) -> stage2_lib.Stage2Config:
   """learn's stage-2 config from the run's: every field from HieraMASConfig, the one home of the defaults."""
   return stage2_lib.Stage2Config(learning_rate=cfg.stage2_lr, weight_decay=cfg.stage2_weight_decay,
                                  epochs=cfg.stage2_epochs, batch_size=cfg.stage2_batch,
-                                 patience=cfg.stage2_patience, top_k=cfg.stage2_top_k,
-                                 val_fraction=cfg.stage2_val_fraction)
+                                 patience=cfg.stage2_patience, val_fraction=cfg.stage2_val_fraction)
 
 
 def fresh_scorer_params(cfg: HieraMASConfig, emb: Embeddings):

@@ -11,7 +11,7 @@ from absl import flags
 
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.cli import default_run_root, run_or_exit
-from hieramas_jax.experiment.runner import PreflightError, run_table
+from hieramas_jax.experiment.runner import TablePlanError, run_table
 from hieramas_jax.experiment.spec import TableSpec
 from hieramas_jax.llm.client import LLMClient
 from hieramas_jax.llm.endpoint import sim_endpoint
@@ -47,7 +47,7 @@ def _table(sim, spec, run_root):
       try:
         return await run_table(spec, {0: Backend(counting, endpoint, None)}, run_root=run_root, flags={},
                                max_queries=8, progress=False), counting.sent
-      except PreflightError as e:
+      except TablePlanError as e:
         e.sent = counting.sent
         raise
   return asyncio.run(go())
@@ -61,7 +61,7 @@ def test_every_conflicting_cell_is_named_at_once_before_any_call(sim, tmp_path):
   _table(sim, _spec(2), tmp_path)
   before = _files(tmp_path)
   started = time.monotonic()
-  with pytest.raises(PreflightError) as caught:
+  with pytest.raises(TablePlanError) as caught:
     _table(sim, _spec(3), tmp_path)  # a quick look's root reused with another --limit
   assert time.monotonic() - started < 10
   assert caught.value.sent == 0 and _files(tmp_path) == before
@@ -80,9 +80,9 @@ def test_a_refused_load_run_leaves_nothing_behind(sim, tmp_path):
       "splits": {"train": {"n": 99, "ids_sha256": "x"}, "val": {"n": 2, "ids_sha256": "y"}}}))
   root = tmp_path / "runs"
   spec = _spec(2, methods=("base",), tag="v", load_from={"base": str(tmp_path / "missing")})
-  with pytest.raises(PreflightError, match="holds no finished fit"):
+  with pytest.raises(TablePlanError, match="holds no finished fit"):
     _table(sim, spec, root)
-  with pytest.raises(PreflightError) as caught:
+  with pytest.raises(TablePlanError) as caught:
     _table(sim, _spec(2, methods=("base",), tag="v", load_from={"base": str(source)}), root)
   assert len(caught.value.problems) == 2  # one per pool
   assert all("was trained differently: train queries 99 vs 4" in p for p in caught.value.problems)
@@ -93,7 +93,7 @@ def test_run_or_exit_prints_one_error_line_per_conflict(capsys, monkeypatch):
   monkeypatch.setattr("logging.shutdown", lambda: None)  # run_or_exit's own would close pytest's log handlers
 
   def refuse():
-    raise PreflightError(["a conflicts", "b conflicts"])
+    raise TablePlanError(["a conflicts", "b conflicts"])
   with pytest.raises(SystemExit) as caught:
     run_or_exit(refuse)
   assert caught.value.code == 2
