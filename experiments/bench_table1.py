@@ -3,42 +3,18 @@
   python experiments/bench_table1.py                       # writes results/bench.json key "table1"
   python experiments/bench_table1.py --limit=5 --train_limit=16 --out=/tmp/bench.json   # a quick check
 
-Segments (issue 20, "the suite-recipe row timed apart"): `published` is every Table 1 row as its authors
-ran it (all of `reproduce_table1.py`'s methods but the suite's own total-cost HieraMAS variant), goal on
-2 cores cold <= 600 s and warm <= 60 s; `suite_recipe_row` is that variant alone, reported without a
-goal. Each segment has its own cold cache, so neither warms the other.
-
-cold: a fresh cache directory (responses, embeddings, grades, compiled XLA) and a fresh run root, so every
-call is made, every text embedded, every program graded and every step compiled. warm: the same caches,
-a fresh run root (every cell fits and evaluates again, every call replays from the response cache).
-rerun: the warm run's root again (everything is done: the cost of reading the table back). Reported with
-calls made and replayed, process and child CPU seconds, and the cells whose fit or
-evaluation took longest (what dominates).
+`published` (the Table 1 rows as their authors ran them; goal on 2 cores cold <= 600 s, warm <= 60 s) and
+`suite_recipe_row` (the suite's total-cost HieraMAS variant alone, no goal), each cold, warm and rerun in
+its own cache. What is timed and how: `hieramas_jax.bench.table1`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import pathlib
-import resource
-import subprocess
-import sys
-import tempfile
-import time
-
 from absl import flags
 
-from hieramas_jax.errors import UserError
+from hieramas_jax.bench import table1
+from hieramas_jax.bench.results import BENCH_FILE
 from hieramas_jax.experiment import cli
-from hieramas_jax.experiment.provenance import provenance, update_json_key
-from hieramas_jax.experiment.writers import log_bench_run
-from hieramas_jax.report.paper import TABLE1_METHODS
-
-# The checkout this script is in (not wherever an installed `hieramas_jax` points): that is the code timed.
-CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
-REPRODUCE = CHECKOUT / "experiments" / "reproduce_table1.py"
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("limit", None, "Only the first N test queries (a quick check; the goal is for the full table).")
@@ -48,147 +24,13 @@ flags.DEFINE_list("methods", None, "Methods of the `published` segment (default:
 flags.DEFINE_list("segments", ["published", "suite_recipe_row"], "Which segments to time.")
 flags.DEFINE_multi_string("method_option", [], "Passed on to reproduce_table1.py (METHOD.FIELD=VALUE), e.g. a "
                           "training budget: hieramas.stage1_steps=25.")
-flags.DEFINE_string("out", str(CHECKOUT / "results" / "bench.json"), "The bench file; only key `table1` is written.")
+flags.DEFINE_string("out", str(BENCH_FILE), "The bench file; only key `table1` is written.")
 flags.DEFINE_string("work_dir", None, "Where the cold cache and run roots go (default: a temporary directory).")
 
 
-
-def _run(args: list[str], env: dict[str, str]) -> dict:
-  """One reproduce_table1.py process; wall, CPU (its own and its children's) and its last line."""
-  before = resource.getrusage(resource.RUSAGE_CHILDREN)
-  t0 = time.monotonic()
-  proc = subprocess.run([sys.executable, str(REPRODUCE), *args], capture_output=True, text=True, env=env,
-                        cwd=CHECKOUT, check=False)
-  wall = time.monotonic() - t0
-  after = resource.getrusage(resource.RUSAGE_CHILDREN)
-  if proc.returncode != 0:
-    raise RuntimeError(f"reproduce_table1.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-  return {"wall_s": round(wall, 1), "cpu_s": round((after.ru_utime - before.ru_utime)
-                                                   + (after.ru_stime - before.ru_stime), 1),
-          "stdout": _summary_line(proc.stdout)}
-
-
-def _summary_line(stdout: str) -> str:
-  """The run's last line without the files it wrote: they lie in a temporary directory, and no machine's
-  absolute path belongs in a committed result."""
-  last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
-  return last.split("; wrote ")[0]
-
-
-def _table_stats(out_dir: pathlib.Path, suffix: str) -> dict:
-  import json  # pylint: disable=import-outside-toplevel
-  record = json.loads((out_dir / f"table1{suffix}.json").read_text())
-  cells = record["cells"].values()
-  slowest_fit = sorted(cells, key=lambda c: -c["timing"]["fit_or_load_s"])[:5]
-  slowest_eval = sorted(cells, key=lambda c: -c["timing"]["evaluate_s"])[:5]
-  test_calls = sum(c["n_calls"] for c in cells)
-  test_cached = sum(c["cached_calls"] for c in cells)
-  train_calls = sum((c["training"] or {}).get("calls", 0) for c in cells)
-  train_cached = sum((c["training"] or {}).get("cached_calls", 0) for c in cells)
-  return {"cells": len(record["cells"]), "table_wall_s": record["wall_s"],
-          "test_calls": test_calls, "test_calls_replayed": test_cached,
-          "training_calls": train_calls, "training_calls_replayed": train_cached,
-          "slowest_fits": [{"cell": f"{c['label']}|{c['benchmark']}|{c['pool']}", "s": c["timing"]["fit_or_load_s"]}
-                           for c in slowest_fit],
-          "slowest_evaluations": [{"cell": f"{c['label']}|{c['benchmark']}|{c['pool']}", "s": c["timing"]["evaluate_s"]}
-                                  for c in slowest_eval]}
-
-
-def _dominates(run: dict) -> str:
-  fit, ev = run["slowest_fits"][0], run["slowest_evaluations"][0]
-  return (f"slowest fit {fit['cell']} {fit['s']:.0f} s and slowest evaluation {ev['cell']} {ev['s']:.0f} s of a "
-          f"{run['table_wall_s']:.0f} s table")
-
-
-# The suite's own recipe (beyond the paper): timed apart from the published-recipe table.
-SUITE_RECIPE_ROW = "hieramas_total_cost"
-# Issue 20's goals for the published-recipe table on 2 cores.
-GOALS = {"published": {"cold_s": 600, "warm_s": 60}, "suite_recipe_row": None}
-
-
-def _segment_methods(segment: str) -> list[str]:
-  """The methods a segment runs: the published table (reproduce_table1.py's rows less the suite-recipe
-  row, or --methods) or the suite-recipe row alone."""
-  if segment == "suite_recipe_row":
-    return [SUITE_RECIPE_ROW]
-  if FLAGS.methods:
-    return list(FLAGS.methods)
-  return [m for m in TABLE1_METHODS if m != SUITE_RECIPE_ROW]
-
-
-def _time_segment(segment: str, work: pathlib.Path) -> dict:
-  """Cold, warm and rerun of one segment in its own cache directory."""
-  seg = work / segment
-  env = dict(os.environ, HIERAMAS_CACHE_DIR=str(seg / "cache"), PYTHONPATH=str(CHECKOUT), WANDB_MODE="offline")
-  methods = _segment_methods(segment)
-  common = ["--progress=false", f"--out_dir={seg / 'out'}", f"--methods={','.join(methods)}"]
-  if FLAGS.limit:
-    common.append(f"--limit={FLAGS.limit}")
-  if FLAGS.train_limit:
-    common.append(f"--train_limit={FLAGS.train_limit}")
-  common += [f"--method_option={o}" for o in FLAGS.method_option]
-  suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
-  load_before = os.getloadavg()[0]
-  cold = _run(common + [f"--run_root={seg / 'runs-cold'}"], env)
-  cold.update(_table_stats(seg / "out", suffix))
-  warm = _run(common + [f"--run_root={seg / 'runs-warm'}"], env)
-  warm.update(_table_stats(seg / "out", suffix))
-  rerun = _run(common + [f"--run_root={seg / 'runs-warm'}"], env)
-  goal = GOALS[segment]
-  full = not (FLAGS.limit or FLAGS.train_limit or FLAGS.methods or FLAGS.method_option)
-  return {
-      "methods": methods,
-      "cold_s": cold["wall_s"], "warm_s": warm["wall_s"], "rerun_s": rerun["wall_s"],
-      "goal_cold_s": goal and goal["cold_s"], "goal_warm_s": goal and goal["warm_s"],
-      "met": (bool(cold["wall_s"] <= goal["cold_s"] and warm["wall_s"] <= goal["warm_s"])
-              if goal and full else None),
-      "calls": {"cold_made": cold["test_calls"] + cold["training_calls"] - cold["test_calls_replayed"]
-                - cold["training_calls_replayed"],
-                "cold_total": cold["test_calls"] + cold["training_calls"],
-                "warm_replayed": warm["test_calls_replayed"] + warm["training_calls_replayed"],
-                "warm_total": warm["test_calls"] + warm["training_calls"]},
-      "cold": cold, "warm": warm, "rerun": rerun,
-      "what_dominates": {"cold": _dominates(cold), "warm": _dominates(warm)},
-      "load_average_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
-  }
-
-
-def _kept_segments(out: str) -> dict:
-  """The segments of the existing `table1` entry that this run does not time, each with its own scope and
-  provenance (an entry written before segments carried their own keeps its top-level ones on each), so
-  timing one segment never drops another's figures."""
-  path = pathlib.Path(out)
-  old = (json.loads(path.read_text()) if path.exists() else {}).get("table1") or {}
-  kept = {}
-  for seg in GOALS:
-    if seg in old and seg not in FLAGS.segments:
-      kept[seg] = {"scope": old.get("scope"), "provenance": old.get("provenance"), **old[seg]}
-  return kept
-
-
 def main():
-  unknown = sorted(set(FLAGS.segments) - set(GOALS))
-  if unknown:
-    raise UserError(f"unknown segment(s) {', '.join(unknown)}; known: {', '.join(GOALS)}")
-  logging.getLogger().setLevel(logging.INFO)
-  work = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="bench-table1-"))
-  scope = {"limit": FLAGS.limit, "train_limit": FLAGS.train_limit, "methods": FLAGS.methods,
-           "method_option": FLAGS.method_option, "segments": FLAGS.segments}
-  prov = provenance(seed=0, benchmarks=("humaneval_plus", "math", "mmlu_redux"), flags=scope, backend="sim")
-  entry = _kept_segments(FLAGS.out)
-  for seg in FLAGS.segments:
-    entry[seg] = {**_time_segment(seg, work), "scope": scope, "provenance": prov}
-  entry.update({
-      "note": ("cells run concurrently, so a table's wall is its slowest cell's fit plus evaluation; cpu_s counts "
-               "this benchmark's children (the runner process, the sim process, sandboxes); other load on the "
-               "machine slows every figure; each segment carries the scope and provenance of the run that "
-               "timed it"),
-      "machine": {"cpu_count": os.cpu_count()},
-  })
-  update_json_key(FLAGS.out, "table1", entry)
-  log_bench_run(FLAGS.out, "table1", entry)
-  print("; ".join(f"{seg}: cold {entry[seg]['cold_s']} s, warm {entry[seg]['warm_s']} s, rerun {entry[seg]['rerun_s']} s"
-                  for seg in FLAGS.segments) + f" -> {FLAGS.out} (key table1)")
+  table1.run(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods, segments=FLAGS.segments,
+             method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("methods",),
     ("experiment",),
     ("report",),
+    ("bench",),  # the speed benchmarks; above report: bench/table1.py times report/paper.py's Table 1 rows
 )
 FLOOR = {unit: floor for floor, units in enumerate(LAYERS) for unit in units}
 

@@ -3,7 +3,7 @@ verdict is the parent's, so no program can report itself passed.
 
 Outcomes only, never elapsed seconds: a loaded 2-core machine stretches every duration. What stopped
 a run is read from its `RunOutcome` (the `outcomes` fixture); how long stopping takes is
-`experiments/bench_sandbox.py`'s `timing_checks`. How a candidate is judged is `test_humaneval.py`'s."""
+`hieramas_jax.bench.sandbox.timing_checks`. How a candidate is judged is `test_humaneval.py`'s."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import pathlib
 import re
@@ -14,7 +13,6 @@ from typing import Any, Iterable, Mapping
 
 from hieramas_jax.benchmarks.data import data_sha256
 from hieramas_jax.benchmarks.sandbox import sandbox_provenance
-from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
 from hieramas_jax.paths import REPO_DIR
 
@@ -168,18 +166,6 @@ def sim_title(record: Mapping[str, Any]) -> str:
   prov = record.get("provenance", record) if isinstance(record, Mapping) else {}
   flags = (prov or {}).get("flags") or {}
   return f"simulated pool (profile {flags.get('sim_profile', 'fitted')})"
-
-
-def update_json_key(path: str | os.PathLike, key: str, value: Any) -> None:
-  """Set one top-level key of a shared JSON file (e.g. results/bench.json), keeping the others.
-
-  Several benchmark scripts write their own key of `results/bench.json`; each must leave
-  the others' keys untouched.
-  """
-  path = pathlib.Path(path)
-  data = json.loads(path.read_text()) if path.exists() else {}
-  data[key] = value
-  atomic_write_json(path, data)
 
 
 process_commit()  # at import: the commit of the code this process loaded

@@ -340,9 +340,3 @@ def _finite(v: Any) -> Any:
   if isinstance(v, float) and not math.isfinite(v):
     return None
   return v
-
-
-def log_bench_run(bench_file: str | os.PathLike, key: str, value: Mapping[str, Any]) -> None:
-  """The W&B run of one benchmark script: its key of results/bench.json (job_type `bench_<key>`)."""
-  flags = (value.get("provenance") or {}).get("flags") if isinstance(value, Mapping) else None
-  log_result_run(bench_file, {key: value}, job_type=f"bench_{key}", name=key, group="bench", config=flags or {})

@@ -1,0 +1,1 @@
+"""hieramas_jax.bench: the speed benchmarks behind experiments/bench_*.py (see docs/architecture.md)."""
