@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -268,6 +269,26 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
                                    flags={"n_items": 3}, progress=False, cost_limit=2)
   record = asyncio.run(go())
   write_calibration(record, tmp_path / "out")
+  # Every configuration's cells are runner cells: the one cell key, the runner's summary.json fields.
+  from hieramas_jax.experiment.record import CellRecord, cell_key
+  summaries = {}
+  for path in (tmp_path / "runs").rglob("summary.json"):
+    summary = json.loads(path.read_text())
+    assert set(summary) == {f.name for f in dataclasses.fields(CellRecord)} - {"outcomes"}
+    summaries[cell_key(summary["label"], summary["benchmark"], summary["pool"], summary["setting"],
+                       summary["seed"])] = summary
+  cost = record["cost_check"]["rows"][0]
+  (key,) = next(c for c in record["collaboration"]["cells"] if c["key"] == "self_moa_2")["cell_keys"]
+  assert key.startswith("self_moa_2-collaboration-items") and "-T0.7|" in key and summaries[key]["n"] == 2
+  measured = [*record["single"]["cells"], *record["fit"]["cells"], *record["collaboration"]["cells"],
+              *record["validation"]["full_graph"]["cells"], *record["cost_check"]["rows"]]
+  assert sorted(k for c in measured for k in c["cell_keys"]) == sorted(summaries)
+  assert cost["n"] == 2 and summaries[cost["cell_keys"][0]]["sizes"] == {"train": 0, "val": 0, "test": 2}
+  # A rerun resumes every cell from its run directory: the same record, no query solved again.
+  sizes = {p: p.stat().st_size for p in (tmp_path / "runs").rglob("items.jsonl")}
+  again = asyncio.run(go())
+  assert {p: p.stat().st_size for p in (tmp_path / "runs").rglob("items.jsonl")} == sizes
+  assert {k: v for k, v in again.items() if k != "provenance"} == {k: v for k, v in record.items() if k != "provenance"}
   single = {c["benchmark"]: c for c in record["single"]["cells"]}
   assert single["mmlu_redux"]["n"] == 3 and single["math"]["n"] == 3
   for c in single.values():

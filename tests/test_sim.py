@@ -400,6 +400,63 @@ def test_only_the_request_text_changes_an_answer_over_http(sim0):
   assert plain == tagged == sim0.reply("qwen3-80b", msgs, 0.2, None, 3).text
 
 
+class _RecordingClient:
+  """Answers through `inner` and keeps every request (model, messages, temperature, max_tokens, sample
+  index) with its answer, so the same requests can be replayed through another client."""
+
+  def __init__(self, inner):
+    self.inner = inner
+    self.calls = []
+
+  async def chat(self, model, messages, *, temperature, max_tokens, sample_index=0):
+    out = await self.inner.chat(model, messages, temperature=temperature, max_tokens=max_tokens,
+                                sample_index=sample_index)
+    self.calls.append(((model, [dict(m) for m in messages], temperature, max_tokens, sample_index), out))
+    return out
+
+
+def test_the_fit_shortcut_answers_the_runners_requests_byte_for_byte(sim0):
+  """sim_fit's DirectSimClient (the server's `completion()` without the socket) and the runner's own
+  client over HTTP to the served sim give the same text and usage for the requests the suite's methods
+  send: a plain question (GPT-5: no temperature sent), a CoT code call, Mixture-of-Agents proposers at
+  T 0.7 and the synthesis over their candidates, a chain's agent reading its predecessor and a decision node."""
+  from hieramas_jax.experiment.sim_fit import DirectSimClient
+  from hieramas_jax.llm.client import LLMClient
+  from hieramas_jax.llm.endpoint import sim_endpoint
+  from hieramas_jax.llm.registry import get_pool
+  from hieramas_jax.mas import structures
+  from hieramas_jax.methods.api import RunContext
+  from hieramas_jax.methods.fixed_mas import FixedMAS
+  from hieramas_jax.methods.single import SingleCall
+
+  recorder = _RecordingClient(DirectSimClient(sim0))
+  moa = FixedMAS("moa", temperature=0.7,
+                 build=lambda b, p: structures.supernode(b, (p.strong, p.strong, "deepseek-v3"), p.strong))
+  chain = FixedMAS("chain", lambda b, p: structures.chain(b, p.strong, 2))
+
+  async def record():
+    for pool, method, item in (("gpt-5-mini", SingleCall(), load_items("mmlu_redux")[30]),
+                               ("qwen3-80b", SingleCall(cot=True), load_items("humaneval_plus")[3]),
+                               ("qwen3-80b", moa, load_items("math")[7]),
+                               ("gpt-5-mini", chain, load_items("mmlu_redux")[5])):
+      await method.solve(RunContext(recorder, get_pool(pool), 0), item)
+  asyncio.run(record())
+  users = [request[1][-1]["content"] for request, _ in recorder.calls]
+  assert any("Responses from models:" in u and "### Proposal 2:" in u for u in users)  # a synthesis with candidates
+  assert any("responses of other agents" in u for u in users)
+  assert len({request[4] for request, _ in recorder.calls}) > 1  # two samples of one proposer
+
+  with start_sim_in_thread(SimConfig(seed=0)) as handle:
+    async def replay():
+      async with LLMClient(sim_endpoint(handle.base_url)) as client:  # no response cache: every call is served
+        return [await client.chat(model, messages, temperature=t, max_tokens=limit, sample_index=k)
+                for (model, messages, t, limit, k), _ in recorder.calls]
+    served = asyncio.run(replay())
+  for (request, direct), http in zip(recorder.calls, served, strict=True):
+    assert (direct.text, direct.prompt_tokens, direct.completion_tokens, direct.cost_usd) == \
+        (http.text, http.prompt_tokens, http.completion_tokens, http.cost_usd), request[0]
+
+
 def test_params_hold_the_recorded_collaboration_fit():
   from hieramas_jax.paths import DATA_DIR
   record = json.loads((DATA_DIR / "sim" / "collaboration_fit.json").read_text())

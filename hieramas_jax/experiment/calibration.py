@@ -1,7 +1,9 @@
 """Measures the simulated pool through the real pipeline: fit cells, validation, collaboration, cost.
 
 Every number here comes from the suite's own methods and MAS runtime, over HTTP, through the
-client, graded by the real graders: exactly what Table 1 does. Sections of `results/calibration.json`:
+client, graded by the real graders: exactly what Table 1 does, through the same runner cells
+(`Measurer`: each sim seed of a configuration is a `runner` cell with its run directory, summary.json
+and cell key, listed in the configuration's `cell_keys`). Sections of `results/calibration.json`:
 
 - `single`: Base accuracy of every model on every benchmark against its calibration target
   (`sim/calibration_targets.py`; theta is fitted to these).
@@ -29,6 +31,7 @@ seeds (independent simulated worlds, to cut the noise of a small benchmark).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import math
@@ -39,14 +42,17 @@ import numpy as np
 
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.backend import Backend
-from hieramas_jax.experiment.evaluate import evaluate, summarise
+from hieramas_jax.experiment.evaluate import load_done, summarise
+from hieramas_jax.experiment.progress import TableProgress
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.record import ids_sha256
-from hieramas_jax.experiment.spec import InvalidRunError
-from hieramas_jax.experiment.rundir import prepare_run_dir, safe_name
-from hieramas_jax.llm.registry import get_model, get_pool
+from hieramas_jax.experiment.rundir import PROGRESS_FILE
+from hieramas_jax.experiment.runner import check_plans, plan_cell, run_cell, table_root
+from hieramas_jax.experiment.spec import Cell, CellItems, InvalidRunError
+from hieramas_jax.llm.registry import get_model
 from hieramas_jax.mas import structures
-from hieramas_jax.methods.api import Method, RunContext
+from hieramas_jax.mas.runtime import RunSettings
+from hieramas_jax.methods.api import Method
 from hieramas_jax.methods.fixed_mas import FixedMAS
 from hieramas_jax.methods.registry import make_method
 from hieramas_jax.methods.single import SingleCall
@@ -83,10 +89,17 @@ def calibration_items(benchmark: str, n_items: int, seed: int) -> list:
 
 @dataclasses.dataclass
 class Measurer:
-  """Runs (method, benchmark, pool) cells under every needed sim seed, with resumable run dirs.
+  """Runs calibration's (configuration, benchmark, pool) cells through the runner, under every needed sim seed.
 
-  Its records and run-directory configs name the pool "setting" (Table 1's pool settings): the committed
-  calibration.json and runs/calibration keep that key.
+  Each sim seed is one runner cell (`runner.plan_cell` / `run_cell`): a Table 1 cell's run directory
+  layout, config.json, resume and refusal rules, summary.json and `CellRecord`, and its one cell key.
+  What calibration adds: the cell's queries are a fixed item sample (not a split), its method is built
+  on the fly (Mixture-of-Agents variants, fixed structures), and the tag names the section, the item
+  sample and the sampling temperature (`calibration_tag`), so another sample is another run, never a
+  mismatch. The seeds run one after the other, in order, and their results are pooled.
+
+  Its records name the pool "setting" (Table 1's pool settings): the committed calibration.json keeps
+  that key.
   """
 
   backends: Mapping[int, Backend]
@@ -95,6 +108,11 @@ class Measurer:
   code_seeds: Sequence[int]
   max_queries: int
   progress: bool
+  # The one bound on queries in flight; the cells run one at a time, so each has all of it.
+  bound: asyncio.Semaphore = dataclasses.field(init=False)
+
+  def __post_init__(self):
+    self.bound = asyncio.Semaphore(self.max_queries)
 
   def seeds(self, benchmark: str) -> Sequence[int]:
     return self.code_seeds if benchmark == "humaneval_plus" else (self.code_seeds[0],)
@@ -102,26 +120,37 @@ class Measurer:
   async def cell(self, section: str, key: str, method: Method, benchmark: str, pool: str,
                  items: Sequence | None = None) -> dict[str, Any]:
     items = list(items if items is not None else self.items[benchmark])
-    results = []
-    for seed in self.seeds(benchmark):
-      backend = self.backends[seed]
-      # The item set is part of the path: another sample size is another run, never a mismatch.
-      temperature = getattr(method, "temperature", None)
-      variant = f"items{_ids_digest(items)[:8]}" + (f"-T{temperature:g}" if temperature is not None else "")
-      run_dir = prepare_run_dir(self.root / section / safe_name(key) / benchmark / pool / f"seed{seed}-{variant}", {
-          "section": section, "cell": key, "benchmark": benchmark, "setting": pool, "sim_seed": seed,
-          "endpoint": backend.endpoint.name, "item_ids_sha": _ids_digest(items)})
-      ctx = RunContext(backend.client, get_pool(pool), seed)
-      results += await evaluate(method, items, ctx, run_dir=run_dir, bound=self.max_queries,
-                                progress=self.progress, desc=f"{section} {key} {benchmark} {pool} s{seed}",
-                                save_traces=False)
+    tag = calibration_tag(section, items, getattr(method, "temperature", None))
+    plans = [plan_cell(Cell(key, benchmark, pool, seed=seed, tag=tag), method, CellItems([], [], items),
+                       self.backends[seed], root=self.root, settings=RunSettings())
+             for seed in self.seeds(benchmark)]
+    check_plans(plans)
+    progress = TableProgress({p.cell.key: len(items) for p in plans}, self.root / PROGRESS_FILE,
+                             enabled=self.progress)
+    results, records = [], []
+    try:
+      for plan in plans:
+        records.append(await run_cell(plan, self.backends[plan.cell.seed], root=self.root, bound=self.bound,
+                                      progress=progress, save_traces=False))
+        # Pooled over seeds from the cell's own results file: exact costs, the summary of every query.
+        done = load_done(plan.run_dir)
+        results += [done[it.id] for it in items]
+    finally:
+      progress.close()
     s = summarise(results)
     p = s["accuracy"] / 100.0
     return {"key": key, "benchmark": benchmark, "setting": pool, "accuracy": round(s["accuracy"], 2),
             "stderr": round(100.0 * math.sqrt(max(p * (1 - p), 1e-12) / s["n"]), 2), "n": s["n"],
             "cost_per_query": s["cost_usd"] / s["n"], "calls_per_query": s["n_calls"] / s["n"],
             "truncated_share": round(s["truncated_calls"] / max(s["n_calls"], 1), 4),
-            "n_items": len(items), "sim_seeds": list(self.seeds(benchmark))}
+            "n_items": len(items), "sim_seeds": list(self.seeds(benchmark)),
+            "cell_keys": [r.key for r in records]}
+
+
+def calibration_tag(section: str, items: Sequence, temperature: float | None) -> str:
+  """A calibration cell's tag: its section, its item sample's digest and, when the method sets one, its
+  temperature ("collaboration-items1a2b3c4d-T0.7"): part of the cell key and run directory."""
+  return f"{section}-items{_ids_digest(items)[:8]}" + (f"-T{temperature:g}" if temperature is not None else "")
 
 
 def _ids_digest(items) -> str:
@@ -148,7 +177,8 @@ async def measure_single(m: Measurer, models: Sequence[str], benchmarks: Sequenc
       cells.append({"model": model, "benchmark": b, "target": target, "measured": c["accuracy"],
                     "diff": round(c["accuracy"] - target, 2), "stderr": c["stderr"], "n": c["n"],
                     "off": not _within(c["accuracy"], target, tolerance), "source": tgt.source, "note": tgt.note,
-                    "cost_per_query": c["cost_per_query"], "truncated_share": c.get("truncated_share", 0.0)})
+                    "cost_per_query": c["cost_per_query"], "truncated_share": c.get("truncated_share", 0.0),
+                    "cell_keys": c["cell_keys"]})
   return {"pipeline": "Base prompt, single call, temperature 0.2 (GPT-5: the API default 1), max_tokens 2048, "
                       "real graders", "cells": cells, "n_off": sum(c["off"] for c in cells),
           "max_abs_diff": max((abs(c["diff"]) for c in cells), default=0.0)}
@@ -315,7 +345,7 @@ async def measure_cost(m: Measurer, limit: int | None = None) -> dict[str, Any]:
                  "measured_usd": round(total, 3),
                  "target_usd": target, "ratio": round(total / target, 3),
                  "within": abs(total / target - 1.0) <= COST_TOLERANCE, "accuracy": c["accuracy"],
-                 "calls_per_query": c["calls_per_query"]})
+                 "calls_per_query": c["calls_per_query"], "cell_keys": c["cell_keys"]})
   return {"tolerance": COST_TOLERANCE, "rows": rows}
 
 
@@ -337,7 +367,7 @@ async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[s
   """Measures the selected sections; returns calibration.json's record (`report.calibration` writes it)."""
   first = backends[code_seeds[0]]
   prov = provenance(seed=seed, benchmarks=benchmarks, flags=flags, backend=first.label, command=command)
-  root = pathlib.Path(run_root) / safe_name(first.endpoint.name)
+  root = table_root(run_root, first.endpoint.name)
   items = {b: calibration_items(b, n_items, seed) for b in benchmarks}
   m = Measurer(backends, root, items, code_seeds, max_queries, progress)
   record: dict[str, Any] = {"tolerance_pts": tolerance, "n_items": n_items, "collab_items": collab_items,

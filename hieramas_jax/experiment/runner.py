@@ -257,13 +257,16 @@ class TablePlanError(InvalidRunError, RunConfigMismatchError):
     self.problems = list(problems)
 
 
-def plan_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, settings: RunSettings,
-              method) -> CellPlan:
-  """What the cell will run and where, computed without writing anything."""
-  items = cell_items(spec, cell.benchmark)
+def plan_cell(cell: Cell, method, items: CellItems, backend: Backend, *, root: pathlib.Path,
+              settings: RunSettings, source: pathlib.Path | None = None) -> CellPlan:
+  """What the cell will run and where (its queries given), computed without writing anything.
+
+  The one way a cell is planned: a table's cells (`plan_spec_cell`: the spec's splits and registry
+  method) and calibration's (a fixed item sample, a method built on the fly) get the same run
+  directory layout and config.json, hence the same resume and refusal rules.
+  """
   if not items.test:
     raise InvalidRunError(f"{cell.key}: no test queries")
-  source = load_source(cell, spec, root)
   config = {
       "cell": dataclasses.asdict(cell), "endpoint": backend.endpoint.name, "settings": dataclasses.asdict(settings),
       "method_config": json.loads(json.dumps(method.describe(), default=str)),
@@ -274,6 +277,13 @@ def plan_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Pa
       # Grades depend on the isolation: a run graded in the fallback never resumes under bubblewrap.
       **({"sandbox": sandbox_lib.isolation().mode} if cell.benchmark == "humaneval_plus" else {})}
   return CellPlan(cell, method, items, source, cell_dir(root, cell), json.loads(json.dumps(config)))
+
+
+def plan_spec_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, settings: RunSettings,
+                   method) -> CellPlan:
+  """A table cell's plan: its queries are the spec's splits, its fit may be loaded (--load_run)."""
+  return plan_cell(cell, method, cell_items(spec, cell.benchmark), backend, root=root, settings=settings,
+                   source=load_source(cell, spec, root))
 
 
 def load_problems(plan: CellPlan) -> list[str]:
@@ -312,8 +322,13 @@ def check_plans(plans: Sequence[CellPlan]) -> None:
 
 async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
                    progress: TableProgress, settings: RunSettings = RunSettings(), show_bars: bool = False,
-                   use_wandb: bool = False, flags: Mapping[str, Any] | None = None) -> CellRecord:
-  """Fit-or-load, evaluate and summarise one cell (checked by `check_plans`); returns its record for the table."""
+                   use_wandb: bool = False, flags: Mapping[str, Any] | None = None,
+                   save_traces: bool = True) -> CellRecord:
+  """Fit-or-load, evaluate and summarise one cell (checked by `check_plans`); returns its record for the table.
+
+  `save_traces=False` keeps only the graded results (items.jsonl), not every call's text: calibration's
+  cells run thousands of queries each and are read back only as results.
+  """
   cell, method, items, source, sizes = plan.cell, plan.method, plan.items, plan.source, plan.sizes
   run_dir = prepare_run_dir(plan.run_dir, plan.config)
   writers = CellWriters.make(run_dir, cell, wandb_config(cell, method.describe(), plan.config, run_dir),
@@ -347,7 +362,7 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
         stream.add(n_done, result)
 
     results = await evaluate(method, items.test, ctx, run_dir=run_dir, bound=bound, progress=False, desc=cell.key,
-                             report=on_item)
+                             report=on_item, save_traces=save_traces)
     summary = summarise(results)
     timing = {"fit_or_load_s": round(fitted - started, 3), "evaluate_s": round(time.monotonic() - fitted, 3)}
     # A variant that loads another cell's fit spent nothing on training itself.
@@ -384,7 +399,8 @@ def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.P
   plans, problems = [], []
   for c in spec.cells():
     try:
-      plans.append(plan_cell(c, spec, backends[c.seed], root=root, settings=settings, method=build_method(c, spec)))
+      plans.append(plan_spec_cell(c, spec, backends[c.seed], root=root, settings=settings,
+                                  method=build_method(c, spec)))
     except InvalidRunError as e:
       problems.append(str(e))
   if problems:

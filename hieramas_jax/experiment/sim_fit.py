@@ -7,6 +7,13 @@ the *same methods and the same MAS runtime* against the behaviour model in-proce
 knowledge of which answer it gave (`sim_correct`: exact for the sim's texts, which carry the
 answer in the benchmark format). The fitted values are then verified through the real pipeline.
 
+The shortcut is the served sim, not a model of it: for the requests the suite's methods send (a plain
+question, CoT, proposers' samples, a synthesis over candidates, an agent reading its predecessors, a
+decision node), `DirectSimClient` returns byte-identical texts and the same usage and cost as the
+runner's `LLMClient` over HTTP to `sim.server.start_sim_in_thread`
+(tests/test_sim.py::test_the_fit_shortcut_answers_the_runners_requests_byte_for_byte). Only the
+grading differs (`sim_correct` instead of the graders), and the calibration measures through those.
+
 What is fitted, on what (docs/simulator.md):
 - `RHO_TAU` and `ERROR_SHARED_SPREAD` on the Self-Consistency and SC+CoT rows of the paper's
   Table 1 (both backbones, three benchmarks), with the MMLU error-coincidence target as a penalty;

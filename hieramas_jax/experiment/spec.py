@@ -41,7 +41,8 @@ class Cell:
   """One cell of a table: a method on a benchmark in a pool setting, split setting and seed.
 
   Attributes:
-    method: registry name.
+    method: registry name (a calibration cell: its configuration's name, the method built on the fly;
+      `calibration.Measurer`).
     benchmark, pool, setting, seed: where.
     tag: a variant name (an ablation); part of the run directory and the cell key.
   """

@@ -8,7 +8,7 @@ the caller's, so the Table 1 rows and the sim's validation run the same system.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.llm.registry import PoolSetting
@@ -27,6 +27,11 @@ class FixedMAS(Untrained):
   name: str
   build: Builder = dataclasses.field(compare=False)
   temperature: float | None = None  # None: the run's (0.2); a published method's own protocol otherwise
+
+  def describe(self) -> dict[str, Any]:
+    """Name and temperature, not the builder: a function's repr holds its memory address, so a run
+    directory's config.json would differ on every run and never resume. The name is the structure's."""
+    return {"name": self.name, "temperature": self.temperature}
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     settings = ctx.settings if self.temperature is None else dataclasses.replace(ctx.settings,
