@@ -7,6 +7,7 @@ How a program is contained is `test_sandbox.py`'s; both run candidates through `
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import concurrent.futures
 import json
 import logging
@@ -182,3 +183,46 @@ def test_time_limits_are_cpu_time_so_load_does_not_change_a_grade(task0):
       p.wait()
   assert fits.correct, fits.detail
   assert not over.correct and "time limit exceeded" in over.detail, over.detail
+
+
+def test_a_grader_kill_is_confirmed_by_a_second_run_and_never_cached(task0, monkeypatch):
+  """A budget that runs out from outside is partly this machine's clock: a busy grading process once
+  killed trivial programs. The first kill is regraded; only a second one is the verdict; no kill is cached."""
+  from hieramas_jax.benchmarks import sandbox  # pylint: disable=import-outside-toplevel
+  real, calls = sandbox.run_child, []
+
+  def flaky(kills: int):
+    async def run_child(job, limits, on_line, iso=None, line_budget=None):
+      calls.append(job["mode"])
+      if job["mode"] == "candidate" and calls.count("candidate") <= kills:
+        return sandbox.RunOutcome(returncode=None, timed_out=True, budget="line")  # killed before any line
+      return await real(job, limits, on_line, iso, line_budget)
+    return run_child
+
+  good = FUNC + GOOD_BODY + "# confirmation probe\n"
+  path = humaneval._grade_cache_path(task0, good)
+  path.unlink(missing_ok=True)
+  monkeypatch.setattr(sandbox, "run_child", flaky(1))
+  grade = asyncio.run(humaneval.run_candidate(task0, good))
+  assert grade.correct and calls.count("candidate") == 2, (grade, calls)
+  assert path.exists()  # the confirmed pass is cached
+
+  calls.clear()
+  other = good + "# killed twice\n"
+  other_path = humaneval._grade_cache_path(task0, other)
+  other_path.unlink(missing_ok=True)
+  monkeypatch.setattr(sandbox, "run_child", flaky(2))
+  grade = asyncio.run(humaneval.run_candidate(task0, other))
+  assert not grade.correct and grade.detail == humaneval.GRADER_KILL and calls.count("candidate") == 2
+  assert not other_path.exists()  # a kill is never cached
+
+  # A kill cached by an older version is not replayed: the program runs (and passes).
+  calls.clear()
+  monkeypatch.setattr(sandbox, "run_child", flaky(0))
+  key = {"task_id": task0.id, "code_sha256": hashlib.sha256(other.encode()).hexdigest(),
+         "data_sha256": humaneval.data_sha256(task0.benchmark), "harness": humaneval.HARNESS_VERSION,
+         "mode": sandbox.isolation().mode}
+  other_path.parent.mkdir(parents=True, exist_ok=True)
+  other_path.write_bytes(humaneval.seal(dict(key, correct=False, detail=humaneval.GRADER_KILL)))
+  grade = asyncio.run(humaneval.run_candidate(task0, other))
+  assert grade.correct and calls.count("candidate") == 1, (grade, calls)

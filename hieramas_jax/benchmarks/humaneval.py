@@ -62,6 +62,11 @@ CANONICAL_LIMITS = sandbox.SandboxLimits(wall_s=300.0, cpu_s=300, load_s=60.0, o
 _EXPECTED_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = (
     weakref.WeakKeyDictionary())
 _EXPECTED_MEMO: dict[tuple[str, str], "_Expected"] = {}
+# A program this process had to kill (a budget ran out from outside: it ignored its own per-input limit,
+# slept, or blocked) rather than one that failed an input.
+GRADER_KILL = "time limit exceeded (killed by the grader)"
+# One confirmation at a time per event loop (see `run_candidate`).
+_CONFIRM_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,7 +331,7 @@ class _Judge:
     if outcome.stopped:
       return Verdict(False, f"failed: {outcome.stopped}")
     if outcome.timed_out:
-      return Verdict(False, "time limit exceeded (killed by the grader)")
+      return Verdict(False, GRADER_KILL)
     if self.matched == 0:
       return Verdict(False, f"no result from the sandbox (exit code {outcome.returncode})")
     return Verdict(False, f"no result for {self._where(self.matched)} (exit code {outcome.returncode})")
@@ -385,28 +390,44 @@ async def run_candidate(item: Item, code: str, limits: sandbox.SandboxLimits = s
          "data_sha256": data_sha256(item.benchmark), "harness": HARNESS_VERSION, "mode": iso.mode}
   if use_cache:
     cached = unseal(cache_path, **key)
-    if cached is not None and type(cached.get("correct")) is bool and isinstance(cached.get("detail"), str):
+    if (cached is not None and type(cached.get("correct")) is bool and isinstance(cached.get("detail"), str)
+        and cached["detail"] != GRADER_KILL):  # a kill is never replayed (older caches kept some)
       return Verdict(cached["correct"], cached["detail"])
   program = assemble_program(item, code)
   if program is None:
     verdict = Verdict(False, "syntax error")
   else:
-    expected = await expected_outputs(item)
-    job = {"mode": "candidate", "program": program, "entry_point": item.meta["entry_point"],
-           "inputs": _inputs(item), "time_limits": _time_limits(expected.times)}
-    # Tasks whose canonical solution itself needs seconds (HumanEval/15, /139...) get a
-    # proportionally longer wall and CPU budget; a cheap task keeps the plain limits.
-    wall_s = max(limits.wall_s, limits.load_s + 2 * TIME_LIMIT_FACTOR * sum(expected.times))
-    run_limits = dataclasses.replace(limits, wall_s=wall_s, cpu_s=max(limits.cpu_s, int(wall_s) + 1))
-    judge = _Judge(item, expected)
-    limits_s = job["time_limits"]
-
-    def line_budget(n: int) -> float:  # twice the child's own limit plus a grace: a loaded machine, and
-      first = limits.load_s + _STARTUP_GRACE_S if n == 0 else 0.0  # the output's encoding is not timed
-      return first + 2 * (limits_s[n] if n < len(limits_s) else 0.0) + _LINE_GRACE_S
-
-    outcome = await sandbox.run_child(job, run_limits, judge.on_line, iso, line_budget)
-    verdict = judge.result(outcome)
-  if use_cache:
+    verdict = await _judge_program(item, program, limits, iso)
+    if verdict.detail == GRADER_KILL:
+      # A budget that ran out from outside is measured on this machine's clock as well as the program's
+      # CPU: a busy or starved grading process (seen with four suite processes on 2 cores: two trivial
+      # HumanEval+ programs of ~1,000 inputs killed in 42 of ~25,000 calibration gradings, passed when
+      # regraded) must not fail a program. The kill is confirmed by a second run, one at a time in this
+      # event loop; only a second kill is the verdict, and a kill is never cached.
+      async with _CONFIRM_LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+        verdict = await _judge_program(item, program, limits, iso)
+      log.warning("%s: the grader killed a program; regraded alone: %s", item.id, verdict.detail)
+  if use_cache and verdict.detail != GRADER_KILL:
     atomic_write_bytes(cache_path, seal(dict(key, correct=verdict.correct, detail=verdict.detail)))
   return verdict
+
+
+async def _judge_program(item: Item, program: str, limits: sandbox.SandboxLimits,
+                         iso: sandbox.Isolation) -> Verdict:
+  """One run of an assembled program on every base and plus input, judged line by line."""
+  expected = await expected_outputs(item)
+  job = {"mode": "candidate", "program": program, "entry_point": item.meta["entry_point"],
+         "inputs": _inputs(item), "time_limits": _time_limits(expected.times)}
+  # Tasks whose canonical solution itself needs seconds (HumanEval/15, /139...) get a
+  # proportionally longer wall and CPU budget; a cheap task keeps the plain limits.
+  wall_s = max(limits.wall_s, limits.load_s + 2 * TIME_LIMIT_FACTOR * sum(expected.times))
+  run_limits = dataclasses.replace(limits, wall_s=wall_s, cpu_s=max(limits.cpu_s, int(wall_s) + 1))
+  judge = _Judge(item, expected)
+  limits_s = job["time_limits"]
+
+  def line_budget(n: int) -> float:  # twice the child's own limit plus a grace: a loaded machine, and
+    first = limits.load_s + _STARTUP_GRACE_S if n == 0 else 0.0  # the output's encoding is not timed
+    return first + 2 * (limits_s[n] if n < len(limits_s) else 0.0) + _LINE_GRACE_S
+
+  outcome = await sandbox.run_child(job, run_limits, judge.on_line, iso, line_budget)
+  return judge.result(outcome)
