@@ -188,3 +188,57 @@ def test_a_killed_and_resumed_table_has_one_wandb_run_per_cell_and_a_rerun_adds_
   for cell in {r.id for r in runs}:
     steps = sorted(h["_step"] for r in runs if r.id == cell for h in r.history if "eval/running_accuracy" in h)
     assert steps == list(range(1, 7))
+
+
+def test_writers_on_many_threads_never_call_the_sdk_at_once(tmp_path, monkeypatch):
+  """The runner writes cells' runs from worker threads; the SDK's process-wide state is not thread-safe
+  (two artifacts made at once raced in its artifact cache and ended a Table 1 run). A fake SDK that
+  counts how many calls are inside it at once: with 8 threads writing, never more than one."""
+  import sys  # pylint: disable=import-outside-toplevel
+  import threading  # pylint: disable=import-outside-toplevel
+  import time  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+
+  inside, most, guard = [0], [0], threading.Lock()
+
+  def sdk_call(*_args, **_kwargs):
+    with guard:
+      inside[0] += 1
+      most[0] = max(most[0], inside[0])
+    time.sleep(0.005)
+    with guard:
+      inside[0] -= 1
+
+  class Run:
+    summary: dict = {}
+    def log(self, *a, **k): sdk_call()
+    def log_artifact(self, *a, **k): sdk_call()
+    def define_metric(self, *a, **k): sdk_call()
+    def finish(self): sdk_call()
+
+  class Artifact:
+    def __init__(self, *a, **k): sdk_call()
+    def add_file(self, *a, **k): sdk_call()
+    def add_dir(self, *a, **k): sdk_call()
+
+  def init(**_kwargs):
+    sdk_call()
+    return Run()
+
+  fake = types.SimpleNamespace(init=init, Artifact=Artifact, Table=lambda **k: sdk_call())
+  monkeypatch.setitem(sys.modules, "wandb", fake)
+  (tmp_path / "f.json").write_text("{}")
+
+  def one_cell(i: int) -> None:
+    writer = WandbWriter(tmp_path / f"w{i}", {"i": i}, name=f"cell{i}", mode="offline")
+    for step in range(3):
+      writer.write_scalars(step, {"x": float(step)})
+      writer.write_artifact(f"results-{i}-{step}", "results", [tmp_path / "f.json"])
+    writer.close()
+
+  threads = [threading.Thread(target=one_cell, args=(i,)) for i in range(8)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert most[0] == 1, f"{most[0]} SDK calls at once"

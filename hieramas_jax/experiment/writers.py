@@ -19,6 +19,7 @@ import math
 import os
 import pathlib
 import secrets
+import threading
 from typing import Any, Mapping, Protocol, Sequence
 
 from hieramas_jax.experiment.provenance import redact
@@ -27,6 +28,11 @@ log = logging.getLogger(__name__)
 
 PROJECT = "hieramas-jax"
 WANDB_MODES = ("online", "offline", "disabled")
+# Every W&B SDK call of this process holds this lock. The runner writes cells' runs from worker threads
+# (`asyncio.to_thread`), and the SDK's process-wide state is not thread-safe: two artifacts made at once
+# raced in its artifact cache (wandb 0.31 `CappedDict._prune_dict`: a KeyError that ended a Table 1 run
+# after 13 minutes). Offline writes are short, so serialising them costs little.
+_WANDB_LOCK = threading.RLock()
 
 
 class MetricWriter(Protocol):
@@ -154,10 +160,11 @@ class WandbWriter(NullWriter):
       extra = {"id": run_id, "resume": "allow"}
     elif new_id:
       extra = {"id": secrets.token_hex(4)}
-    self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or project, name=name, group=group,
-                           job_type=job_type, tags=[t for t in tags if t] or None, mode=wandb_mode(mode),
-                           dir=str(run_dir), config=redact(json.loads(json.dumps(dict(config), default=str))),
-                           reinit="create_new", **extra)
+    with _WANDB_LOCK:
+      self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or project, name=name, group=group,
+                             job_type=job_type, tags=[t for t in tags if t] or None, mode=wandb_mode(mode),
+                             dir=str(run_dir), config=redact(json.loads(json.dumps(dict(config), default=str))),
+                             reinit="create_new", **extra)
 
   @property
   def run(self):
@@ -165,42 +172,49 @@ class WandbWriter(NullWriter):
 
   def define_step(self, prefix: str, step_metric: str) -> None:
     """Plots `<prefix>/*` against `step_metric` (its own x-axis) instead of the run's global step."""
-    self._run.define_metric(step_metric)
-    self._run.define_metric(f"{prefix}/*", step_metric=step_metric)
+    with _WANDB_LOCK:
+      self._run.define_metric(step_metric)
+      self._run.define_metric(f"{prefix}/*", step_metric=step_metric)
 
   def log_rows(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Appends rows to an incremental W&B table (each call logs only the new rows), as results stream in."""
-    if name not in self._tables:
-      self._tables[name] = self._wandb.Table(columns=list(columns), log_mode="INCREMENTAL")
-    for r in rows:
-      self._tables[name].add_data(*r)
-    self._run.log({name: self._tables[name]}, commit=False)
+    with _WANDB_LOCK:
+      if name not in self._tables:
+        self._tables[name] = self._wandb.Table(columns=list(columns), log_mode="INCREMENTAL")
+      for r in rows:
+        self._tables[name].add_data(*r)
+      self._run.log({name: self._tables[name]}, commit=False)
 
   def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
-    self._run.log({k: _finite(v) for k, v in scalars.items()}, step=step)
+    with _WANDB_LOCK:
+      self._run.log({k: _finite(v) for k, v in scalars.items()}, step=step)
 
   def write_summary(self, summary: Mapping[str, Any]) -> None:
-    for k, v in summary.items():
-      self._run.summary[k] = _finite(v)
+    with _WANDB_LOCK:
+      for k, v in summary.items():
+        self._run.summary[k] = _finite(v)
 
   def write_table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    self._run.log({name: self._wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
+    with _WANDB_LOCK:
+      self._run.log({name: self._wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
 
   def write_artifact(self, name: str, kind: str, paths: Sequence[str | os.PathLike]) -> None:
     """Logs the existing files and directories among `paths` as one artifact (missing ones are skipped)."""
     present = [pathlib.Path(p) for p in paths if pathlib.Path(p).exists()]
     if not present:
       return
-    artifact = self._wandb.Artifact(artifact_name(name), type=kind)
-    for p in present:
-      if p.is_dir():
-        artifact.add_dir(str(p), name=p.name)
-      else:
-        artifact.add_file(str(p), name=p.name)
-    self._run.log_artifact(artifact)
+    with _WANDB_LOCK:
+      artifact = self._wandb.Artifact(artifact_name(name), type=kind)
+      for p in present:
+        if p.is_dir():
+          artifact.add_dir(str(p), name=p.name)
+        else:
+          artifact.add_file(str(p), name=p.name)
+      self._run.log_artifact(artifact)
 
   def close(self) -> None:
-    self._run.finish()
+    with _WANDB_LOCK:
+      self._run.finish()
 
 
 class StageWandbWriters(NullWriter):
