@@ -197,3 +197,25 @@ def test_make_report_twice_leaves_every_table_byte_identical(tmp_path):
   first = run("a")
   second = run("b")
   assert first == second  # same bytes, not even rewritten
+
+
+def test_hieramas_test_summary_is_the_same_bytes_in_any_completion_order():
+  """items.jsonl holds queries in the order they finished, which varies between runs: the summary may
+  not (ties among the most frequent graphs, key order, float sums were order-dependent)."""
+  from hieramas_jax.report import hieramas as hieramas_report  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  roles = ["solver", "inspector"]
+  graphs = [[[0, 1]], [[1, 0]], [[0, 1], [1, 0]], []]
+  records = []
+  for i in range(40):
+    edges = graphs[i % len(graphs)]  # four graphs, ten queries each: every count ties
+    records.append({"item_id": f"MATH/{i:03d}", "correct": bool(i % 3), "cost_usd": float(rng.uniform(1e-4, 1e-2)),
+                    "trace": {"graph_density": len(edges) / 2, "graph_edges": edges, "graph_index": i % 4,
+                              "graph_kind": ("dense", "sparse", "chain")[i % 3],
+                              "choices": [["gpt-5-mini", "qwen3-80b"], ["skip", "gpt-5-mini"]],
+                              "active_roles": roles[: 1 + i % 2]}})
+  want = json.dumps(hieramas_report.test_summary(records, roles, 300.0))
+  for seed in range(5):
+    shuffled = [records[j] for j in np.random.default_rng(seed).permutation(len(records))]
+    assert json.dumps(hieramas_report.test_summary(shuffled, roles, 300.0)) == want
+    assert hieramas_report.chosen(shuffled) == hieramas_report.chosen(records)

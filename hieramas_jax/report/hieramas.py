@@ -27,9 +27,18 @@ def results_name(benchmark: str, pool: str, tag: str = "") -> str:
 
 
 def read_items(run_dir: str | pathlib.Path) -> list[dict[str, Any]]:
-  """The cell's per-query records (items.jsonl), one dict per test query."""
+  """The cell's per-query records (items.jsonl), one dict per test query, in item-id order.
+
+  items.jsonl holds them in the order the queries finished, which varies from run to run; every summary
+  below is made from this order, so a rerun writes the same bytes (ties among the most frequent graphs,
+  key order, float sums)."""
   path = pathlib.Path(run_dir) / "items.jsonl"
-  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+  return by_item([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+
+
+def by_item(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+  """Records in item-id order: the one order every summary here is computed in."""
+  return sorted(records, key=lambda r: r["item_id"])
 
 
 def preferences(records: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> dict[str, Any]:
@@ -92,7 +101,7 @@ def training_curves(run_dir: str | pathlib.Path, keys: Sequence[str] = CURVE_KEY
 
 def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """Densities and identities of the chosen graphs (paper Fig. 3: most frequent graphs, density range)."""
-  traces = [r["trace"] for r in records]
+  traces = [r["trace"] for r in by_item(records)]
   dens = np.array([t["graph_density"] for t in traces], np.float64)
   # Graphs are identified by their edges: with per-query candidates (the default) `graph_index` is an index
   # into that query's own K, so equal indices of two queries are different graphs.
@@ -108,18 +117,19 @@ def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                     for lo, hi in DENSITY_BANDS},
           "kinds": dict(kinds), "distinct_graphs": len(counts),
           "top_graphs": [{"count": int(c), "density": first[g]["graph_density"], "edges": first[g]["graph_edges"]}
-                         for g, c in counts.most_common(5)]}
+                         for g, c in sorted(counts.items(), key=lambda gc: (-gc[1], gc[0]))[:5]]}
 
 
 def chosen(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
   """Per test query: the chosen graph (index, density, kind, edges) and LLM per position."""
   keys = ("graph_index", "graph_density", "graph_kind", "graph_edges", "choices", "active_roles")
   return [{"item_id": r["item_id"], "correct": r["correct"], "cost_usd": r["cost_usd"],
-           **{k: r["trace"][k] for k in keys}} for r in records]
+           **{k: r["trace"][k] for k in keys}} for r in by_item(records)]
 
 
 def test_summary(records: Sequence[Mapping[str, Any]], roles: Sequence[str], reward_k: float) -> dict[str, Any]:
   """Mean system reward, active roles, graph statistics and LLM preferences over the test queries."""
+  records = by_item(records)
   correct = np.array([r["correct"] for r in records], bool)
   cost = np.array([r["cost_usd"] for r in records], np.float64)
   reward = np.asarray(system_reward(correct, cost, k=reward_k), np.float64)
