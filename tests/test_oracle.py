@@ -199,3 +199,12 @@ def test_standard_error_is_clustered_by_item():
   assert score.stderr == pytest.approx(1.0)
   unclustered = store_lib.score_outcomes([solved, solved, failed, failed])
   assert unclustered.items == 4 and unclustered.stderr == pytest.approx(np.std([1, 1, -1, -1], ddof=1) / 2)
+
+
+def test_models_used_are_listed_in_one_order_whatever_order_they_come_in():
+  """qwen3-8b and gpt-5-nano cost the same per output token; a set of model names iterates in an order
+  that changes with each process's string hashing, so the regret record listed them either way round."""
+  import itertools  # pylint: disable=import-outside-toplevel
+  models = ["qwen3-8b", "gpt-5-nano", "llama-8b", "gpt-5-mini"]
+  orders = {tuple(space_lib.models_by_price(p)) for p in itertools.permutations(models)}
+  assert orders == {("llama-8b", "gpt-5-nano", "qwen3-8b", "gpt-5-mini")}

@@ -194,5 +194,10 @@ def describe(candidate: Candidate, space: SearchSpace) -> dict[str, Any]:
   return {"family": candidate.family, "graph_kind": space.graph_kinds[candidate.graph],
           "graph_index": int(candidate.graph), "roles": per_role, "mas_config": config.to_json(),
           "calls_per_query": sum(len(n.models) for n in config.nodes) + 1,
-          "models_used": sorted({m for n in config.nodes for m in n.models} | {config.decision_model},
-                                key=lambda m: get_model(m).price_out)}
+          "models_used": models_by_price({m for n in config.nodes for m in n.models} | {config.decision_model})}
+
+
+def models_by_price(models) -> list[str]:
+  """Cheapest output price first; equal prices (qwen3-8b and gpt-5-nano) by name, not by the order a set
+  happens to iterate in, which changes with each process's string hashing."""
+  return sorted(models, key=lambda m: (get_model(m).price_out, m))
