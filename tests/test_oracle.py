@@ -208,3 +208,17 @@ def test_models_used_are_listed_in_one_order_whatever_order_they_come_in():
   models = ["qwen3-8b", "gpt-5-nano", "llama-8b", "gpt-5-mini"]
   orders = {tuple(space_lib.models_by_price(p)) for p in itertools.permutations(models)}
   assert orders == {("llama-8b", "gpt-5-nano", "qwen3-8b", "gpt-5-mini")}
+
+
+def test_the_searchs_training_cost_does_not_depend_on_the_order_queries_finished():
+  """The store holds outcomes as queries finished; the regret record's search_training_usd followed
+  that order in its last digit (a plain sum). Here every order gives the same bytes."""
+  from hieramas_jax.methods.static_search import method as method_lib  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(1)
+  outcomes = [store_lib.QueryOutcome(bool(i % 2), float(c), 3, 100, 50)
+              for i, c in enumerate(rng.uniform(1e-5, 1e-1, size=400))]
+  want = method_lib.training_usage(outcomes)
+  assert want["calls"] == 1200 and want["queries"] == 400
+  for seed in range(10):
+    shuffled = [outcomes[j] for j in np.random.default_rng(seed).permutation(len(outcomes))]
+    assert method_lib.training_usage(shuffled) == want

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import pathlib
 from typing import Any, Sequence
 
@@ -35,6 +36,15 @@ from hieramas_jax.methods.static_search import store as store_lib
 
 WINNER_FILE = "winner.json"
 _STREAM_SOLVE = 11
+
+
+def training_usage(outcomes: Sequence[store_lib.QueryOutcome]) -> dict[str, Any]:
+  """What the search spent, over every evaluated query. The cost is an exactly rounded sum (fsum): the
+  store holds outcomes in the order queries finished, and a plain sum's last digit followed that order."""
+  return {"calls": sum(o.n_calls for o in outcomes), "cached_calls": 0,
+          "prompt_tokens": sum(o.prompt_tokens for o in outcomes),
+          "completion_tokens": sum(o.completion_tokens for o in outcomes),
+          "cost_usd": math.fsum(o.cost_usd for o in outcomes), "wall_s": 0.0, "queries": len(outcomes)}
 
 
 class StaticSearch:
@@ -66,11 +76,7 @@ class StaticSearch:
     self.winner = winner
     atomic_write_json(state_dir / WINNER_FILE, {"choices": winner.choices.tolist(), "graph": int(winner.graph),
                                                 "family": winner.family})
-    usage = {"calls": sum(o.n_calls for o in outcomes), "cached_calls": 0,
-             "prompt_tokens": sum(o.prompt_tokens for o in outcomes),
-             "completion_tokens": sum(o.completion_tokens for o in outcomes),
-             "cost_usd": sum(o.cost_usd for o in outcomes), "wall_s": 0.0, "queries": len(outcomes)}
-    return {**record, "training_usage": usage}
+    return {**record, "training_usage": training_usage(outcomes)}
 
   def load(self, state_dir) -> None:
     path = pathlib.Path(state_dir) / WINNER_FILE
