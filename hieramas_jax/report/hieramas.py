@@ -27,17 +27,15 @@ def results_name(benchmark: str, pool: str, tag: str = "") -> str:
 
 
 def read_items(run_dir: str | pathlib.Path) -> list[dict[str, Any]]:
-  """The cell's per-query records (items.jsonl), one dict per test query, in item-id order.
-
-  items.jsonl holds them in the order the queries finished, which varies from run to run; every summary
-  below is made from this order, so a rerun writes the same bytes (ties among the most frequent graphs,
-  key order, float sums)."""
+  """The cell's per-query records (items.jsonl), one dict per test query, in the order they finished."""
   path = pathlib.Path(run_dir) / "items.jsonl"
-  return by_item([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def by_item(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-  """Records in item-id order: the one order every summary here is computed in."""
+  """Records in item-id order: the one order the summaries here are computed in (`test_summary`,
+  `chosen`). items.jsonl holds queries in the order they finished, which varies from run to run; in
+  this order a rerun writes the same bytes (ties among the most frequent graphs, key order, float sums)."""
   return sorted(records, key=lambda r: r["item_id"])
 
 
@@ -100,8 +98,9 @@ def training_curves(run_dir: str | pathlib.Path, keys: Sequence[str] = CURVE_KEY
 
 
 def graph_statistics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-  """Densities and identities of the chosen graphs (paper Fig. 3: most frequent graphs, density range)."""
-  traces = [r["trace"] for r in by_item(records)]
+  """Densities and identities of the chosen graphs (paper Fig. 3: most frequent graphs, density range);
+  `records` in item-id order (`test_summary` passes them so)."""
+  traces = [r["trace"] for r in records]
   dens = np.array([t["graph_density"] for t in traces], np.float64)
   # Graphs are identified by their edges: with per-query candidates (the default) `graph_index` is an index
   # into that query's own K, so equal indices of two queries are different graphs.
