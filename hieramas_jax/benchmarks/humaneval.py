@@ -401,7 +401,7 @@ async def run_candidate(item: Item, code: str, limits: sandbox.SandboxLimits = s
     if verdict.detail == GRADER_KILL:
       # A budget that ran out from outside is measured on this machine's clock as well as the program's
       # CPU: a busy or starved grading process (seen with four suite processes on 2 cores: two trivial
-      # HumanEval+ programs of ~1,000 inputs killed in 42 of ~25,000 calibration gradings, passed when
+      # HumanEval+ programs of ~1,000 inputs killed in 42 calibration gradings, each passed when
       # regraded) must not fail a program. The kill is confirmed by a second run, one at a time in this
       # event loop; only a second kill is the verdict, and a kill is never cached.
       async with _CONFIRM_LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
