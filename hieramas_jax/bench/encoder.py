@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hieramas_jax.bench.results import machine, publish, update_json_key
+from hieramas_jax.bench.results import load_average, machine, publish, update_json_key
 from hieramas_jax.benchmarks.data import BENCHMARKS
 from hieramas_jax.benchmarks.splits import load_split
 from hieramas_jax.errors import UserError
@@ -226,7 +226,7 @@ def run_composition(*, per_benchmark: int, reps: int, seed: int, pool: str, out:
   before) and prints the headline figures."""
   texts = [t for _, t in sample_texts(per_benchmark, seed, pool)]
   record = composition_cost(texts, list(WARMUP), reps)
-  record["machine"] = {"cpu_count": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+  record["machine"] = {"cpu_count": os.cpu_count(), "load_average": load_average(),
                        "note": MACHINE_NOTE}
   record["provenance"] = provenance(seed=seed, benchmarks=list(BENCHMARKS), flags=flags)
   update_json_key(out, COMPOSITION_KEY, record)

@@ -34,7 +34,7 @@ import time
 from typing import Any, Mapping
 
 from hieramas_jax import aio
-from hieramas_jax.bench.results import existing_entry, publish
+from hieramas_jax.bench.results import existing_entry, load_average, publish
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.llm.cache import ResponseCache
@@ -376,7 +376,7 @@ def measure(settings: Settings, parts: str) -> dict:
     out["wall_over_critical_path"] = out["latency_bound"]["wall_over_critical_path"]
     out["bare_wall_over_critical_path"] = out["latency_bound"]["bare_wall_over_critical_path"]
   out["machine"] = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(load_before, 2),
-                    "load_average_1m_after": round(os.getloadavg()[0], 2),
+                    "load_average_1m_after": load_average()[0],
                     "note": "client and sim share the machine's cores; other load slows every figure"}
   return out
 

@@ -32,7 +32,7 @@ import textwrap
 import time
 from typing import Any, Mapping
 
-from hieramas_jax.bench.results import publish
+from hieramas_jax.bench.results import load_average, publish
 from hieramas_jax.benchmarks import humaneval, sandbox
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.errors import UserError
@@ -162,7 +162,7 @@ async def measure(blocks: int, startup_runs: int, tasks: int, with_timing: bool)
   for mode in order:
     wall, failed = await _grade_all(items, modes[mode])
     passes[mode].append({"wall_s": round(wall, 2), "tasks_per_s": round(len(items) / wall, 3),
-                         "load_average_1m_after": round(os.getloadavg()[0], 2)})
+                         "load_average_1m_after": load_average()[0]})
     if failed:
       failures.setdefault(mode, []).extend(failed)
     print(f"{mode:8s} {len(items) / wall:6.2f} tasks/s  ({wall:.1f} s wall)", flush=True)

@@ -30,7 +30,7 @@ import tempfile
 import time
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.bench.results import existing_entry, publish
+from hieramas_jax.bench.results import existing_entry, load_average, publish
 from hieramas_jax.errors import UserError
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.paths import REPO_DIR
@@ -139,7 +139,7 @@ def _time_segment(segment: str, work: pathlib.Path, *, limit: int | None, train_
                 "warm_total": warm["test_calls"] + warm["training_calls"]},
       "cold": cold, "warm": warm, "rerun": rerun,
       "what_dominates": {"cold": _dominates(cold), "warm": _dominates(warm)},
-      "load_average_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+      "load_average_1m": {"before": round(load_before, 2), "after": load_average()[0]},
   }
 
 
