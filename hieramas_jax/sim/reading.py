@@ -365,13 +365,15 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
                        reasons=bool(ASKS_TO_REASON.search(system + "\n" + user)), candidates=(),
                        context_chars=0, query_text=user, code_entry=def_match.group(1) if def_match else None)
   item = recognised.item
-  stripped = without_question(dialogue, item)  # the other agents' text, the question blanked
   if item.benchmark == "humaneval_plus":
     # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
-    # dropping any block that is only the question's own prompt.
+    # dropping any block that is only the question's own prompt. The question is blanked only to
+    # measure the other agents' text, so only when there are candidates.
     prompt_key = code_key(item.question)
     candidates = tuple(b for b in code_blocks(dialogue) if code_key(b) != prompt_key)
+    stripped = without_question(dialogue, item) if candidates else ""
   else:
+    stripped = without_question(dialogue, item)  # the other agents' text, the question blanked
     candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
                        else (c for c in boxed_contents(stripped) if not is_placeholder(c)))
   context_chars = len(stripped.strip()) if candidates else 0

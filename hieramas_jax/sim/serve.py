@@ -19,7 +19,7 @@ from absl import flags
 
 from hieramas_jax.llm.registry import MODELS
 from hieramas_jax.sim import params as P
-from hieramas_jax.sim.server import (PARENT_PID_ENV, READY_PREFIX, SimConfig, SimConfigError, _start_site,
+from hieramas_jax.sim.server import (PARENT_PID_ENV, READY_PREFIX, SimConfig, SimConfigError, start_site,
                                      make_app)
 
 flags.DEFINE_string("host", "127.0.0.1", "Address to serve on (loopback by default).")
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
   host = FLAGS.host
 
   async def run() -> None:
-    runner, port = await _start_site(app, host, FLAGS.port)
+    runner, port = await start_site(app, host, FLAGS.port)
     print(f"{READY_PREFIX}http://{host}:{port}/v1", flush=True)
     print(f"simulated pool (seed {config.seed}, profile {config.profile}) serving {len(MODELS)} models on "
           f"http://{host}:{port}/v1", file=sys.stderr, flush=True)

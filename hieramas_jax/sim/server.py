@@ -376,7 +376,12 @@ class SimHandle:
     self.close()
 
 
-async def _start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+  """Serves `app` on (host, port) from the running event loop; port 0 picks a free one.
+
+  Returns the runner (to clean up) and the bound port. Shared by the thread server below and the
+  sim's program (sim/serve.py), so both bind the same way.
+  """
   runner = web.AppRunner(app, access_log=None, handle_signals=False)
   await runner.setup()
   site = web.TCPSite(runner, host, port, backlog=1024)
@@ -395,7 +400,7 @@ def start_sim_in_thread(config: SimConfig = SimConfig(), host: str = "127.0.0.1"
   def serve() -> None:
     asyncio.set_event_loop(loop)
     try:
-      state["runner"], state["port"] = loop.run_until_complete(_start_site(app, host, 0))
+      state["runner"], state["port"] = loop.run_until_complete(start_site(app, host, 0))
     except BaseException as e:  # reported to the caller below
       state["error"] = e
       ready.set()
