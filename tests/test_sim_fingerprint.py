@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 
-from hieramas_jax.experiment.backend import sim_fingerprint
+from hieramas_jax.experiment.backend import canonical_tree, sim_fingerprint
 from hieramas_jax.paths import PACKAGE_DIR
 
 
@@ -28,3 +29,17 @@ def test_docstring_and_comment_edits_keep_the_fingerprint_and_a_code_edit_change
 
 def test_the_default_fingerprint_covers_the_sim_code_and_data():
   assert sim_fingerprint() == sim_fingerprint([PACKAGE_DIR / "sim", PACKAGE_DIR / "data" / "sim"])
+
+
+def test_a_field_newer_pythons_add_empty_leaves_the_tree_bytes_unchanged():
+  # Python 3.12 gave every FunctionDef a `type_params` list (empty unless generic); ast.dump wrote
+  # it out, so one sim had another fingerprint on 3.12 (and again on 3.13, whose dump omits empties).
+  old_class = type("FunctionDef", (ast.AST,), {"_fields": ("name", "body", "returns")})
+  new_class = type("FunctionDef", (ast.AST,), {"_fields": ("name", "body", "returns", "type_params")})
+  body = ast.parse("x = 1").body
+  old = old_class(name="f", body=body, returns=None)
+  assert canonical_tree(old) == canonical_tree(new_class(name="f", body=body, returns=None, type_params=[]))
+  assert canonical_tree(old) != canonical_tree(new_class(name="f", body=body, returns=None,
+                                                         type_params=[ast.Name(id="T")]))
+  assert canonical_tree(old) != canonical_tree(old_class(name="g", body=body, returns=None))
+  assert canonical_tree(ast.parse("x = 1.5")) != canonical_tree(ast.parse("x = 1.25"))

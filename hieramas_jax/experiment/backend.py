@@ -83,8 +83,7 @@ def pool_models(pools: Iterable[str]) -> tuple[str, ...]:
 
 def _behaviour_bytes(path: pathlib.Path) -> bytes:
   """What of a sim file decides its behaviour: a .py file's syntax tree with docstrings removed
-  (comments and layout never reach the tree; line numbers are left out of the dump), any other
-  file's bytes."""
+  (comments and layout never reach the tree; line numbers are left out), any other file's bytes."""
   if path.suffix != ".py":
     return path.read_bytes()
   tree = ast.parse(path.read_text())
@@ -93,7 +92,24 @@ def _behaviour_bytes(path: pathlib.Path) -> bytes:
     if isinstance(body, list):
       node.body = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
                                            and isinstance(s.value.value, str))]
-  return ast.dump(tree, include_attributes=False).encode()
+  return canonical_tree(tree).encode()
+
+
+def canonical_tree(node: Any) -> str:
+  """A syntax tree written the same way by every supported Python (3.10 to 3.13).
+
+  `ast.dump` is not: 3.12 added `type_params=[]` to every function and class, and 3.13 omits empty
+  fields, so the same sim had three fingerprints (36581aa90998 on 3.10/3.11, 3d31224bb180 on 3.12,
+  c132280c7e96 on 3.13) and a user on a newer Python replayed nothing and matched no committed
+  provenance. Fields that are None or empty are left out, the way newer Pythons add them.
+  """
+  if isinstance(node, ast.AST):
+    fields = (f"{name}={canonical_tree(value)}" for name, value in ast.iter_fields(node)
+              if value is not None and not (isinstance(value, list) and not value))
+    return "(" + " ".join((type(node).__name__, *fields)) + ")"
+  if isinstance(node, list):
+    return "[" + ",".join(canonical_tree(x) for x in node) + "]"
+  return repr(node)
 
 
 def sim_fingerprint(roots: Sequence[pathlib.Path] | None = None) -> str:
