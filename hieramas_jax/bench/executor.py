@@ -344,7 +344,7 @@ def _start_sim(latency_s: float, seed: int):
 
 def measure(settings: Settings, parts: str) -> dict:
   """The parts' figures (part (b) at the top level, part (a) under `latency_bound*`) and the machine."""
-  load_before = os.getloadavg()[0]
+  load_before = load_average()[0]
   # absl's INFO root logging would make httpx log every SDK request, slowing the SDK unfairly.
   for name in ("httpx", "httpcore", "openai", "aiohttp"):
     logging.getLogger(name).setLevel(logging.WARNING)
@@ -375,7 +375,7 @@ def measure(settings: Settings, parts: str) -> dict:
     print(json.dumps(out["latency_bound_null_server"]))
     out["wall_over_critical_path"] = out["latency_bound"]["wall_over_critical_path"]
     out["bare_wall_over_critical_path"] = out["latency_bound"]["bare_wall_over_critical_path"]
-  out["machine"] = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(load_before, 2),
+  out["machine"] = {"cpu_count": os.cpu_count(), "load_average_1m_before": load_before,
                     "load_average_1m_after": load_average()[0],
                     "note": "client and sim share the machine's cores; other load slows every figure"}
   return out

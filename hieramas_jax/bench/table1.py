@@ -118,7 +118,7 @@ def _time_segment(segment: str, work: pathlib.Path, *, limit: int | None, train_
     common.append(f"--train_limit={train_limit}")
   common += [f"--method_option={o}" for o in method_option]
   suffix = f"_limit{limit}" if limit else ""
-  load_before = os.getloadavg()[0]
+  load_before = load_average()[0]
   cold = _run(common + [f"--run_root={seg / 'runs-cold'}"], env)
   cold.update(_table_stats(seg / "out", suffix))
   warm = _run(common + [f"--run_root={seg / 'runs-warm'}"], env)
@@ -139,7 +139,7 @@ def _time_segment(segment: str, work: pathlib.Path, *, limit: int | None, train_
                 "warm_total": warm["test_calls"] + warm["training_calls"]},
       "cold": cold, "warm": warm, "rerun": rerun,
       "what_dominates": {"cold": _dominates(cold), "warm": _dominates(warm)},
-      "load_average_1m": {"before": round(load_before, 2), "after": load_average()[0]},
+      "load_average_1m": {"before": load_before, "after": load_average()[0]},
   }
 
 
