@@ -11,20 +11,20 @@ endpoints) with the run's spending cap, and tears all of it down on exit.
 from __future__ import annotations
 
 import ast
-import asyncio
 import contextlib
 import dataclasses
 import functools
 import hashlib
 import os
 import pathlib
-import urllib.parse
+import sys
 from typing import Any, AsyncIterator, Iterable, Sequence
 
 from hieramas_jax.llm.cache import ResponseCache
-from hieramas_jax.llm.client import LLMClient, PoolClient, SpendCap
+from hieramas_jax.llm.client import LLMClient, PoolClient
 from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
-from hieramas_jax.llm.errors import EndpointConfigError, EndpointUnreachableError
+from hieramas_jax.llm.errors import EndpointConfigError
+from hieramas_jax.llm.ledger import SpendLedger
 from hieramas_jax.llm.pool import Pool, build_pool, read_pool_file
 from hieramas_jax.llm.preflight import PreflightReport, preflight
 from hieramas_jax.llm.registry import POOLS
@@ -46,7 +46,8 @@ class Backend:
     cache: the response store, or None.
     endpoints: every endpoint the client talks to.
     pool: the pool file, if the run uses one.
-    spend_cap: the run's `--max_usd` cap, shared by every endpoint's client, or None.
+    ledger: the run root's spend ledger (with the `--max_usd` cap), shared by every endpoint's client;
+      None on the embedded sim without a cap (it bills nothing).
     preflight: what the preflight checked (None for the embedded sim).
   """
 
@@ -55,7 +56,7 @@ class Backend:
   cache: ResponseCache | None
   endpoints: tuple[Endpoint, ...] = ()
   pool: Pool | None = None
-  spend_cap: SpendCap | None = None
+  ledger: SpendLedger | None = None
   preflight: PreflightReport | None = None
 
   @property
@@ -71,8 +72,8 @@ class Backend:
                                          for ep in (self.endpoints or (self.endpoint,))]}
     if self.pool is not None:
       out["pool"] = self.pool.describe()
-    if self.spend_cap is not None:
-      out["spend"] = self.spend_cap.summary()
+    if self.ledger is not None:
+      out["spend"] = self.ledger.summary()
     return out
 
 
@@ -147,36 +148,6 @@ def sim_endpoint_name(seed: int, profile: str = "fitted") -> str:
   return f"sim:seed{seed}:{profile}:{_installed_sim_fingerprint()[:12]}"
 
 
-async def check_reachable(base_url: str, *, attempts: int = 3, timeout_s: float = 10.0) -> None:
-  """Raises EndpointUnreachableError unless a TCP connection to the endpoint's host opens.
-
-  A connection only: no request is sent, nothing is paid, no key leaves the process. Run before a
-  run writes anything, so an unreachable endpoint is one error line, with no W&B output before it
-  and no run directory left behind.
-  """
-  url = urllib.parse.urlsplit(base_url)
-  if not url.hostname:
-    raise EndpointConfigError(f"invalid base URL {base_url!r}")
-  try:
-    port = url.port or (443 if url.scheme == "https" else 80)
-  except ValueError as e:
-    raise EndpointConfigError(f"invalid base URL {base_url!r}: {e}") from None
-  detail = ""
-  for attempt in range(attempts):
-    try:
-      _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), timeout_s)
-    except (OSError, asyncio.TimeoutError) as e:
-      detail = f"cannot connect: {type(e).__name__}: {e}" if str(e) else f"no connection within {timeout_s:g}s"
-      if attempt + 1 < attempts:
-        await asyncio.sleep(0.25 * (attempt + 1))
-      continue
-    writer.close()
-    with contextlib.suppress(OSError):
-      await writer.wait_closed()
-    return
-  raise EndpointUnreachableError(base_url, attempts, detail)
-
-
 def _pool_identity(pool: Pool) -> Endpoint:
   """The stand-in `Backend.endpoint` of a pool file: named after the pool, sim only if every model is."""
   first = pool.endpoints[0]
@@ -187,7 +158,8 @@ def _pool_identity(pool: Pool) -> Endpoint:
 @contextlib.asynccontextmanager
 async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
                        cache_root: str | os.PathLike | None = None, sim_process: bool = False,
-                       needed_models: Iterable[str] | None = None) -> AsyncIterator[Backend]:
+                       needed_models: Iterable[str] | None = None,
+                       ledger_dir: str | os.PathLike | None = None) -> AsyncIterator[Backend]:
   """Yields a `Backend` for the run described by the shared backend flags.
 
   Args:
@@ -200,12 +172,15 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
     needed_models: the models the run's cells may call (`pool_models(spec.pools)`); the preflight
       checks each against its real endpoint before anything is written or paid. None: every model the
       endpoints map.
+    ledger_dir: the run root, where the spend ledger lives (one total over every seed, cell and rerun
+      under it; written at the first paid attempt); None keeps it in this process's memory.
 
   Raises:
-    PoolFileError, PreflightError, MissingAPIKeyError, EndpointUnreachableError: before any call.
+    PoolFileError, PreflightError, MissingAPIKeyError: before any call.
   """
   handle = None
   cache = None
+  ledger = None
   pool_file = getattr(flag_values, "pool_file", None)
   if pool_file and (flag_values.backend != "sim" or flag_values.base_url or flag_values.model_map
                     or flag_values.api_key_env):
@@ -235,21 +210,21 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
       endpoint = endpoint_from_flags(flag_values, sim_base_url=base_url, sim_name=sim_name)
       endpoints = (endpoint,)
     real = [ep for ep in endpoints if handle is None or ep.base_url != handle.base_url.rstrip("/")]
-    for ep in real:  # the embedded sim has just started; anything else may not be there
-      await check_reachable(ep.base_url)
+    max_usd = getattr(flag_values, "max_usd", None)
+    # Every billed (or possibly billed) attempt under this run root, and the cap on their total. The
+    # embedded sim bills nothing: it gets a ledger only to enforce a cap.
+    ledger = SpendLedger(ledger_dir, max_usd) if real or max_usd is not None else None
     report = None
-    if real:
+    if real:  # the embedded sim has just started; anything else may not be there (the preflight says)
       needed = set(endpoint.model_ids) if needed_models is None else set(needed_models)
       sim_served = {m for ep in endpoints if ep not in real for m in ep.model_ids}
-      report = await preflight(real, needed - sim_served) if needed - sim_served else None
-    max_usd = getattr(flag_values, "max_usd", None)
-    cap = SpendCap(max_usd) if max_usd is not None else None
+      report = await preflight(real, needed - sim_served, ledger=ledger) if needed - sim_served else None
     if use_cache:
       cache = ResponseCache(pathlib.Path(cache_root or cache_dir()) / "responses")
-    options = dict(client_options_from_flags(flag_values), cache=cache, seed=seed, spend_cap=cap)
+    options = dict(client_options_from_flags(flag_values), cache=cache, seed=seed, ledger=ledger)
     client = PoolClient(endpoints, **options) if pool is not None else LLMClient(endpoint, **options)
     async with client:
-      yield Backend(client, endpoint, cache, tuple(endpoints), pool, cap, report)
+      yield Backend(client, endpoint, cache, tuple(endpoints), pool, ledger, report)
   finally:
     # The sim first, and in a `finally` of its own: an error closing the cache (a full disk) must
     # not leave the sim's process running.
@@ -257,5 +232,11 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
       if handle is not None:
         handle.close()
     finally:
-      if cache is not None:
-        cache.close()
+      try:
+        if cache is not None:
+          cache.close()
+      finally:
+        if ledger is not None:
+          if ledger.summary()["attempts"]:  # the console's account of what the run root spent
+            print(ledger.line(), file=sys.stderr, flush=True)
+          ledger.close()

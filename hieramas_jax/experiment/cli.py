@@ -102,7 +102,7 @@ def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, 
 
   async def go():
     async with open_backends(backend_flags if backend_flags is not None else flag_values, spec.seeds,
-                             sim_process=sim_process,
+                             sim_process=sim_process, ledger_dir=run_root,
                              **({"needed_models": pool_models(spec.pools)} if needed_models else {})) as backends:
       return await run_table(spec, backends, run_root=run_root, flags=flags, max_queries=max_queries,
                              progress=progress, use_wandb=use_wandb)

@@ -65,7 +65,7 @@ _IMPORT_BATCH = 10_000
 _COMMIT_BATCH = 1_000  # most rows per group commit
 _STOP = object()
 
-def _enter_wal(conn: sqlite3.Connection) -> str:
+def enter_wal(conn: sqlite3.Connection) -> str:
   """`PRAGMA journal_mode=WAL`, retried while another process holds the lock; returns the mode.
 
   Why a loop: switching a new file into WAL needs an exclusive lock, and sqlite answers SQLITE_BUSY
@@ -216,7 +216,7 @@ class ResponseCache:
       conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None,
                              check_same_thread=False)
       self._conn = conn
-      mode = _enter_wal(conn)
+      mode = enter_wal(conn)
       if mode.lower() != "wal":
         raise CacheCorruptError(f"{self.path}: sqlite refused WAL mode (got {mode!r}); "
                                 "is the directory on a filesystem without shared memory (NFS)?")

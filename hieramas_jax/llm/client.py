@@ -3,7 +3,8 @@
 One `LLMClient` per run and endpoint owns ONE `aiohttp.ClientSession` (connection pool sized to the
 concurrency bound, keep-alive), so thousands of concurrent calls reuse a few dozen connections.
 Every figure of a call (tokens, USD, latency, attempts) travels back in its `CallResult`; there are no
-global counters, so concurrent queries can never mix their costs.
+global counters, so concurrent queries can never mix their costs. What is paid is written down apart,
+attempt by attempt, in the run root's `SpendLedger` (`llm.ledger`), which also holds the `--max_usd` cap.
 
 Retry policy (after openai-python's `_base_client.py`, with a concurrency bound added):
   * retried: HTTP 408, 409, 429, any 5xx, timeouts, connection errors (refused, reset, server
@@ -41,11 +42,12 @@ import yarl
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.endpoint import (DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES,
                                        DEFAULT_REQUEST_TIMEOUT_S, Endpoint)
-from hieramas_jax.llm.errors import (BudgetExceededError, EndpointConfigError, EndpointUnreachableError,
-                                     NonRetryableError, RetriesExhaustedError, redact_secrets)
+from hieramas_jax.llm.errors import (EndpointConfigError, EndpointUnreachableError, NonRetryableError,
+                                     RetriesExhaustedError, redact_secrets)
+from hieramas_jax.llm.ledger import BILLED, REFUSED, UNANSWERED, SpendLedger, worst_case
 from hieramas_jax.llm.registry import MODELS, ModelSpec, UnknownModelError
 
-__all__ = ["CallResult", "LLMClient", "PoolClient", "SpendCap", "RETRY_STATUSES"]
+__all__ = ["CallResult", "LLMClient", "PoolClient", "RETRY_STATUSES", "request_seed"]
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +68,10 @@ class CallResult:
     text: the assistant message content ("" when the endpoint returned none).
     model: the suite's short model name.
     prompt_tokens, completion_tokens: from the response's `usage`.
-    cost_usd: from `usage` and the frozen registry prices (never a provider's cost field). A cached
-      replay reports the original call's cost: what this configuration costs, not what was spent now.
+    cost_usd: the recorded `usage` at the endpoint's prices as they are now (a pool file's, else the
+      frozen registry's; never a provider's cost field), for a cached replay too: a price change
+      re-prices every replayed answer, so tables and the methods' cost rewards never mix old and new
+      prices. A replay's cost is what this configuration costs, not what was spent now.
     latency_s: seconds from the first attempt (concurrency slot acquired) to the parsed answer,
       retries and backoff included; for a cached replay, the lookup time.
     cached: True when replayed from the response cache (nothing was spent).
@@ -108,47 +112,6 @@ class _Route:
   key_prefix: bytes  # endpoint identity + short name: see `LLMClient.__init__`
   budget: int | None  # the model's completion budget on this endpoint (a pool file's), replacing the method's
   cap: int | None  # the run-wide --max_tokens
-
-
-class SpendCap:
-  """A hard cap on what one run pays (`--max_usd`), shared by every client of the run.
-
-  Before a call is sent, its worst case is reserved: prompt tokens estimated as the request's bytes
-  / 3 (a token is about 4 characters of English; JSON and code are denser, so /3 overestimates) plus
-  the full completion budget, at the model's price. If what was paid plus every reservation in flight
-  plus this worst case would pass the cap, `BudgetExceededError` is raised and nothing is sent. When
-  the answer comes, the reservation is replaced by the call's real cost. Cached replays cost nothing
-  and are never refused. Training and evaluation calls go through the same clients, so the cap
-  covers both.
-  """
-
-  def __init__(self, max_usd: float):
-    if not (isinstance(max_usd, (int, float)) and math.isfinite(max_usd) and max_usd >= 0):
-      raise ValueError(f"max_usd must be a finite number >= 0, got {max_usd!r}")
-    self.max_usd = float(max_usd)
-    self.spent_usd = 0.0
-    self.reserved_usd = 0.0
-    self.calls = 0
-
-  @staticmethod
-  def worst_case(spec: ModelSpec, payload: bytes, max_tokens: int) -> float:
-    return spec.cost(len(payload) // 3 + 16, max_tokens)
-
-  def reserve(self, model: str, worst_usd: float) -> None:
-    if self.spent_usd + self.reserved_usd + worst_usd > self.max_usd:
-      raise BudgetExceededError(self.spent_usd, self.max_usd, model, self.reserved_usd + worst_usd)
-    self.reserved_usd += worst_usd
-
-  def settle(self, worst_usd: float, cost_usd: float | None) -> None:
-    """Release a reservation; `cost_usd` is what the call cost (None: it failed unanswered)."""
-    self.reserved_usd = max(0.0, self.reserved_usd - worst_usd)
-    if cost_usd is not None:
-      self.spent_usd += cost_usd
-      self.calls += 1
-
-  def summary(self) -> dict[str, float]:
-    return {"max_usd": self.max_usd, "spent_usd": self.spent_usd, "left_usd": max(0.0, self.max_usd - self.spent_usd),
-            "paid_calls": self.calls}
 
 
 class _Retry(Exception):
@@ -214,6 +177,9 @@ class LLMClient:
     seed: seeds the jitter Generator.
     retry_after_cap_s: longest Retry-After honoured; longer requests wait this long.
     unreachable_retries: quick retries on connection refusal before any answer was ever received.
+    max_tokens_cap: the run-wide --max_tokens, or None.
+    ledger: the run root's spend ledger (holding --max_usd, if any): every attempt is reserved in it
+      before it is sent and settled by how it ended; None records nothing (the embedded sim, uncapped).
   """
 
   def __init__(self, endpoint: Endpoint, *, cache: ResponseCache | None = None,
@@ -221,7 +187,7 @@ class LLMClient:
                max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 0.5,
                backoff_cap_s: float = 30.0, seed: int = 0, retry_after_cap_s: float = 120.0,
                unreachable_retries: int = 2, max_tokens_cap: int | None = None,
-               spend_cap: SpendCap | None = None):
+               ledger: SpendLedger | None = None):
     if not isinstance(endpoint, Endpoint):
       raise TypeError(f"endpoint must be an Endpoint, got {type(endpoint).__name__}")
     for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
@@ -236,7 +202,8 @@ class LLMClient:
     if max_tokens_cap is not None and (type(max_tokens_cap) is not int or max_tokens_cap < 1):
       raise ValueError(f"max_tokens_cap must be a positive int or None, got {max_tokens_cap!r}")
     self.max_tokens_cap = max_tokens_cap
-    self.spend_cap = spend_cap
+    self.ledger = ledger
+    self.seed = seed
     self.endpoint = endpoint
     self.cache = cache
     self.max_concurrency = max_concurrency
@@ -255,6 +222,9 @@ class LLMClient:
     # body: two short names mapped to one served id are two pool members, and must not replay each
     # other's answers (nor be billed at each other's prices). Provider quirks (GPT-5 takes
     # `max_completion_tokens` and no temperature) apply only where the provider serves that model.
+    # On a real endpoint the run's seed is a draw of its own: it names the key too (seed 0 keeps the
+    # keys it always had), so another seed never replays this one's answers.
+    seed_tag = b"" if endpoint.is_sim or seed == 0 else f"seed{seed}\n".encode()
     self._routes = {}
     for name, model_id in endpoint.model_ids.items():
       if name not in MODELS:
@@ -263,7 +233,7 @@ class LLMClient:
       if name in endpoint.prices:
         spec = dataclasses.replace(spec, price_in=endpoint.prices[name][0], price_out=endpoint.prices[name][1])
       quirks = endpoint.provider_quirks
-      prefix = endpoint.name.encode("utf-8") + b"\n" + (b"" if endpoint.is_sim else name.encode() + b"\n")
+      prefix = endpoint.name.encode("utf-8") + b"\n" + (b"" if endpoint.is_sim else name.encode() + b"\n" + seed_tag)
       self._routes[name] = _Route(model_id, spec, not (quirks and spec.fixed_temperature),
                                   spec.max_tokens_field if quirks else "max_tokens", prefix,
                                   endpoint.max_tokens.get(name), max_tokens_cap)
@@ -319,7 +289,9 @@ class LLMClient:
       max_tokens: completion cap (sent as the model's `max_tokens_field`), unless the endpoint sets
         this model's own budget (a pool file's `max_tokens`), which replaces it; the run-wide
         `max_tokens_cap` caps either.
-      sample_index: independent-draw index; sent as the OpenAI `seed` and part of the cache key.
+      sample_index: independent-draw index; sent as the OpenAI `seed` and part of the cache key. On a
+        real endpoint the run's seed is mixed in (`request_seed`), so seeds are independent samples; on
+        the sim the world is the seed (its endpoint name) and `seed` stays the sample index.
 
     Raises:
       UnknownModelError: the endpoint does not serve `model` (raised before any request).
@@ -341,7 +313,8 @@ class LLMClient:
       max_tokens = route.budget
     if route.cap is not None:
       max_tokens = min(max_tokens, route.cap)
-    body: dict[str, Any] = {"model": route.model_id, "messages": messages, "seed": sample_index,
+    body: dict[str, Any] = {"model": route.model_id, "messages": messages,
+                            "seed": sample_index if self.endpoint.is_sim else request_seed(self.seed, sample_index),
                             route.max_tokens_field: max_tokens}
     if route.sends_temperature:
       body["temperature"] = float(temperature)  # a numpy float would not serialise
@@ -352,8 +325,9 @@ class LLMClient:
       started = time.perf_counter()
       key = hashlib.sha256(route.key_prefix + payload).hexdigest()
       hit = cache.get(key)
-      if hit is not None:
-        return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens, hit.cost_usd,
+      if hit is not None:  # priced now: the recorded tokens at the endpoint's current prices
+        return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens,
+                          route.spec.cost(hit.prompt_tokens, hit.completion_tokens),
                           time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
                           hit.reasoning_tokens)
       shared = self._inflight.get(key)
@@ -373,20 +347,11 @@ class LLMClient:
       done.exception()  # retrieved: a failure nobody awaited any more is not logged as unhandled
 
   async def _fetch(self, model: str, route: _Route, payload: bytes, key: str | None, max_tokens: int) -> CallResult:
-    """Send the request (with retries, within the spend cap), price it and record it in the cache."""
-    cap = self.spend_cap
-    worst = SpendCap.worst_case(route.spec, payload, max_tokens) if cap is not None else 0.0
-    if cap is not None:
-      cap.reserve(model, worst)
-    paid = None
-    try:
-      (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
-          await self._post(model, payload)
-      paid = route.spec.cost(prompt_tokens, completion_tokens)
-    finally:
-      if cap is not None:
-        cap.settle(worst, paid)
-    cost = paid
+    """Send the request (with retries, each attempt in the ledger), price it and record it in the cache."""
+    worst = worst_case(route.spec, payload, max_tokens) if self.ledger is not None else 0.0
+    (text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency = \
+        await self._post(model, route, payload, worst)
+    cost = route.spec.cost(prompt_tokens, completion_tokens)
     if key is not None:
       self.cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
                      completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency,
@@ -394,21 +359,28 @@ class LLMClient:
     return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts,
                       finish_reason, reasoning_tokens)
 
-  async def _post(self, model: str, payload: bytes) -> tuple[tuple[str, int, int, str, int], int, float]:
-    """Sends `payload` until it is answered.
+  async def _post(self, model: str, route: _Route, payload: bytes,
+                  worst: float) -> tuple[tuple[str, int, int, str, int], int, float]:
+    """Sends `payload` until it is answered; every attempt is reserved in the ledger (at `worst`) after it
+    got a concurrency slot and before it is sent, and settled by how it ended (see `llm.ledger`).
 
     Returns:
       ((text, prompt_tokens, completion_tokens, finish_reason, reasoning_tokens), attempts, latency_s).
     """
     session = self._session
     semaphore = self._semaphore
+    ledger = self.ledger
     attempt = 0
     connect_failures = 0
     started = None
     while True:
       attempt += 1
       await semaphore.acquire()
+      ticket = None
+      outcome, billed = UNANSWERED, None  # sent and not answered until shown otherwise
       try:
+        if ledger is not None:  # the cap is checked here, per attempt: BudgetExceededError sends nothing
+          ticket = ledger.reserve(self.endpoint.name, model, worst)
         if started is None:
           started = time.perf_counter()
         async with session.post(self._url, data=payload) as resp:
@@ -416,7 +388,15 @@ class LLMClient:
           raw = await resp.read()
           self._reached = True
           if 200 <= status < 300:
-            return self._parse(model, raw), attempt, time.perf_counter() - started
+            try:
+              parsed = self._parse(model, raw)
+            except NonRetryableError:
+              outcome = REFUSED  # an error object with a 4xx code: refused, nothing generated
+              raise
+            outcome, billed = BILLED, route.spec.cost(parsed[1], parsed[2])
+            return parsed, attempt, time.perf_counter() - started
+          if 400 <= status < 500:
+            outcome = REFUSED  # a 4xx is answered before any generation: not billed
           if status in RETRY_STATUSES or status >= 500:
             failure = _Retry(f"HTTP {status}: {self._redact(_error_message(raw))[:200]}", status,
                              parse_retry_after(resp.headers))
@@ -429,6 +409,7 @@ class LLMClient:
       except _Retry as e:
         failure = e
       except aiohttp.ClientConnectorError as e:
+        outcome = REFUSED  # no connection opened: nothing was sent
         connect_failures += 1
         failure = _Retry(f"cannot connect: {type(e).__name__}: {e}", connect_failure=True)
       except (TimeoutError, asyncio.TimeoutError):
@@ -440,7 +421,11 @@ class LLMClient:
       except aiohttp.ClientResponseError as e:  # a reply that is not valid HTTP, too many redirects...
         failure = _Retry(f"bad HTTP response: {type(e).__name__}: {e.message}", e.status or None)
       finally:
-        semaphore.release()
+        try:
+          if ticket is not None:
+            ledger.settle(ticket, outcome, billed)
+        finally:
+          semaphore.release()
 
       if failure.connect_failure and not self._reached and connect_failures > self.unreachable_retries:
         raise EndpointUnreachableError(self.endpoint.base_url, connect_failures, failure.reason)
@@ -493,6 +478,16 @@ class LLMClient:
 
   def _redact(self, text: str) -> str:
     return redact_secrets(text, self.endpoint.api_key)
+
+
+def request_seed(run_seed: int, sample_index: int) -> int:
+  """The `seed` sent to a real endpoint: the sample index for run seed 0 (the requests, and so the cache
+  keys, it always had), else 31 bits of sha256 over both, so every run seed draws its own samples where
+  the provider honours `seed` (OpenAI, OpenRouter, vLLM, llama.cpp take 32-bit seeds)."""
+  if run_seed == 0:
+    return sample_index
+  digest = hashlib.sha256(f"{run_seed}:{sample_index}".encode()).digest()
+  return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 class PoolClient:

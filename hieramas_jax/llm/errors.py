@@ -102,18 +102,25 @@ class CacheWriteError(LLMError):
 
 
 class BudgetExceededError(LLMError):
-  """The next call could cross the run's spending cap (`--max_usd`); nothing more is sent.
+  """The next attempt could take the run root past its spending cap (`--max_usd`); it is not sent.
 
   Attributes:
-    spent_usd: what this run has paid so far (cached replays cost nothing).
+    spent_usd: what the run root's ledger counts so far: billed, reserved for attempts in flight and
+      estimated for sent attempts that got no answer (see `llm.ledger`), over every seed and rerun.
     max_usd: the cap.
   """
 
-  def __init__(self, spent_usd: float, max_usd: float, model: str, worst_usd: float):
+  def __init__(self, max_usd: float, model: str, worst_usd: float, *, billed_usd: float, reserved_usd: float,
+               unanswered_usd: float):
+    total = billed_usd + reserved_usd + unanswered_usd
     super().__init__(
-        f"spending cap reached: this run spent ${spent_usd:.4f} of --max_usd=${max_usd:.4f} "
-        f"(${max(0.0, max_usd - spent_usd):.4f} left); the next call ({model}, up to ${worst_usd:.4f} "
-        f"with calls in flight) could cross it, so nothing more was sent. Finished work is saved: rerun "
-        f"with a higher --max_usd to resume (answered calls are replayed from the cache, not paid again)")
-    self.spent_usd = spent_usd
+        f"spending cap reached: this run root counts ${total:.4f} of --max_usd=${max_usd:.4f} (billed "
+        f"${billed_usd:.4f}, reserved for calls in flight ${reserved_usd:.4f}, estimated for unanswered attempts "
+        f"${unanswered_usd:.4f}; ${max(0.0, max_usd - total):.4f} left); the next call ({model}, up to "
+        f"${worst_usd:.4f}) could cross it, so it was not sent. Finished work is saved: rerun with a higher "
+        f"--max_usd to resume (answered calls are replayed from the cache, not paid again)")
+    self.spent_usd = total
+    self.billed_usd = billed_usd
+    self.reserved_usd = reserved_usd
+    self.unanswered_usd = unanswered_usd
     self.max_usd = max_usd
