@@ -23,8 +23,8 @@ class ModelServer:
   """OpenAI-compatible: lists `ids` at GET /models (or 404 with `models_route=False`), answers any id it
   lists with "<server tag>:<id>" and exact usage; refuses a wrong bearer key with 401."""
 
-  def __init__(self, tag: str, ids, *, models_route: bool = True, key: str | None = None):
-    self.tag, self.ids, self.models_route, self.key = tag, set(ids), models_route, key
+  def __init__(self, tag: str, ids, *, models_route: bool = True, key: str | None = None, open_list: bool = False):
+    self.tag, self.ids, self.models_route, self.key, self.open_list = tag, set(ids), models_route, key, open_list
     self.chats: list[dict] = []
     self.base_url = ""
 
@@ -32,9 +32,14 @@ class ModelServer:
     return self.key is None or request.headers.get("Authorization") == f"Bearer {self.key}"
 
   async def _models(self, request):
-    if not self._authorised(request):
+    if not self.open_list and not self._authorised(request):
       return web.json_response({"error": {"message": "bad key"}}, status=401)
     return web.json_response({"object": "list", "data": [{"id": i, "object": "model"} for i in sorted(self.ids)]})
+
+  async def _key(self, request):  # OpenRouter's GET /key: the key's own record, 401 for a wrong key
+    if not self._authorised(request):
+      return web.json_response({"error": {"message": "No auth credentials found", "code": 401}}, status=401)
+    return web.json_response({"data": {"label": "sk-or-v1-...", "limit": None, "usage": 0.0}})
 
   async def _chat(self, request):
     if not self._authorised(request):
@@ -52,6 +57,7 @@ class ModelServer:
     app.router.add_post("/v1/chat/completions", self._chat)
     if self.models_route:
       app.router.add_get("/v1/models", self._models)
+    app.router.add_get("/v1/key", self._key)
     self._runner = web.AppRunner(app, access_log=None)
     await self._runner.setup()
     site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -123,6 +129,42 @@ def test_preflight_lists_every_missing_model_and_refused_key_in_one_error():
   assert "wrong" not in message and chats == []  # nothing was paid
 
 
+def test_an_unreachable_host_does_not_hide_the_other_endpoints_problems():
+  import socket
+  with socket.socket() as sock:  # a port nobody listens on
+    sock.bind(("127.0.0.1", 0))
+    dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+  async def main():
+    async with ModelServer("a", {"served"}) as a:
+      from hieramas_jax.llm.endpoint import Endpoint
+      ep_dead = Endpoint(name=f"custom:{dead}", base_url=dead, model_ids={"gemma-3-27b": "g"}, provider_quirks=False)
+      ep_a = Endpoint(name="custom:a", base_url=a.base_url, model_ids={"llama-8b": "typo"}, provider_quirks=False)
+      with pytest.raises(PreflightError) as err:
+        await preflight([ep_dead, ep_a], ["gemma-3-27b", "llama-8b"], reach_attempts=1)
+      return err.value
+
+  error = asyncio.run(main())
+  assert len(error.problems) == 2  # one line each, as the entry point prints them
+  assert f"endpoint {dead} is unreachable" in error.problems[0] and "'typo'" in error.problems[1]
+
+
+def test_a_wrong_openrouter_key_fails_the_preflight_though_its_model_list_is_public():
+  async def main():
+    async with ModelServer("or", {"qwen/qwen3-8b"}, key=SECRET, open_list=True) as server:
+      from hieramas_jax.llm.endpoint import Endpoint
+      def ep(key):
+        return Endpoint(name=f"openrouter:{server.base_url}", base_url=server.base_url, api_key=key,
+                        model_ids={"qwen3-8b": "qwen/qwen3-8b"})
+      with pytest.raises(PreflightError, match="key was refused .*GET /key") as err:
+        await preflight([ep("sk-or-v1-wrong")], ["qwen3-8b"])
+      report = await preflight([ep(SECRET)], ["qwen3-8b"])
+      return str(err.value), report, server.chats
+
+  message, report, chats = asyncio.run(main())
+  assert "wrong" not in message and [m for _, m, _ in report.checked] == ["qwen3-8b"] and chats == []
+
+
 def test_preflight_probes_a_server_without_a_model_list_with_one_billed_token():
   async def main():
     async with ModelServer("p", {"smol"}, models_route=False) as server:
@@ -148,6 +190,8 @@ def test_preflight_probes_a_server_without_a_model_list_with_one_billed_token():
     ('[models."qwen3-8b"]\nbackend = "custom"\nbase_url = "http://h/v1"\nmodel_id = "m"\nprice_in = "cheap"\n'
      'price_out = 1\nprice_date = "d"\nkey = "sk-123"\n', "unknown field 'key'"),
     ('[models."qwen3-8b"]\nbackend = "custom"\n', "missing 'model_id'"),
+    ('[models."qwen3-8b"]\nbackend = "custom"\nbase_url = "http://h/v1"\nmodel_id = "m"\nprice_in = 1\n'
+     'price_out = 1\nprice_date = "2026"\n', "price_date: a date YYYY-MM-DD"),
     ("[models]\n", "at least one model"),
     ("not toml [", "not valid TOML"),
 ])
@@ -162,15 +206,15 @@ def test_pool_file_errors_name_the_file_and_every_problem(tmp_path, body, messag
 def test_pool_file_lists_every_missing_key_variable(tmp_path):
   path = tmp_path / "keys.yaml"
   path.write_text("models:\n"
-                  "  gpt-5-mini: {backend: openai, model_id: gpt-5-mini, price_in: 0.25, price_out: 2, price_date: d}\n"
-                  "  qwen3-80b: {backend: openrouter, model_id: q, price_in: 0.1, price_out: 0.8, price_date: d}\n")
+                  "  gpt-5-mini: {backend: openai, model_id: gpt-5-mini, price_in: 0.25, price_out: 2, price_date: '2025-08-07'}\n"
+                  "  qwen3-80b: {backend: openrouter, model_id: q, price_in: 0.1, price_out: 0.8, price_date: '2025-10-30'}\n")
   with pytest.raises(PoolFileError, match="OPENAI_API_KEY, OPENROUTER_API_KEY"):
     load_pool_file(path, environ={})
   with pytest.raises(PoolFileError, match="no such pool file"):
     load_pool_file(tmp_path / "missing.toml")
 
 
-def test_shipped_pool_files_parse():
+def test_shipped_pool_files_parse_and_date_every_price_by_day():
   shipped = sorted((REPO / "launch" / "pools").glob("*.toml"))
   assert {p.stem for p in shipped} >= {"openrouter_paper", "openai_plus_vllm", "local_smoke"}
   for path in shipped:
@@ -232,7 +276,7 @@ def test_the_spend_cap_stops_a_run_cleanly_and_a_rerun_resumes_without_paying_tw
   stopped = _entry_point(tmp_path, *args, "--max_usd=0.0055")
   assert stopped.returncode == 2, stopped.stderr[-3000:]
   assert "spending cap reached" in stopped.stderr and "--max_usd=$0.0055" in stopped.stderr
-  spent = float(stopped.stderr.split("this run spent $")[1].split(" ")[0])
+  spent = float(stopped.stderr.split("this run root counts $")[1].split(" ")[0])
   assert 0 < spent <= 0.0055
   paid_first = sum(_rows_by_endpoint(tmp_path / "cache").values())
   assert 0 < paid_first < 16

@@ -212,8 +212,10 @@ def define_backend_flags(flag_values: Any = None) -> None:
                       "variable, model id, dated price and budget; one run can mix endpoints. Replaces "
                       "--backend/--base_url/--api_key_env/--model_map.", flag_values=fv)
   flags.DEFINE_float("max_usd", None,
-                     "Hard cap on what this run pays (training included), checked before each call is sent; "
-                     "at the cap the run stops, saying what it spent, and resumes later without paying twice.",
+                     "Hard cap on what this run root (--run_root) ever pays: every seed, cell and rerun under it "
+                     "together, training included; every attempt the provider may bill counts (llm/ledger.py), "
+                     "checked before each is sent. At the cap the run stops, saying what was spent, and resumes "
+                     "later without paying twice.",
                      lower_bound=0.0, flag_values=fv)
   flags.DEFINE_integer("max_concurrency", DEFAULT_MAX_CONCURRENCY,
                        "Most requests in flight to the endpoint at once.", lower_bound=1, flag_values=fv)

@@ -11,7 +11,7 @@ test. One table per suite short name:
     model_id = "gpt-5-mini"                  # the id this endpoint expects
     price_in = 0.25                          # USD per 1M prompt tokens
     price_out = 2.00                         # USD per 1M completion tokens
-    price_date = "2025-08-07"                # when that price was read (goes into provenance)
+    price_date = "2025-08-07"                # when that price was read, YYYY-MM-DD (goes into provenance)
     max_tokens = 8192                        # this model's completion budget (replaces the method's)
     reasoning = true                         # a reasoning model (hidden reasoning counts as output)
 
@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 from typing import Any, Mapping
 
 from hieramas_jax.llm.endpoint import (BACKENDS, DEFAULT_KEY_ENV, OPENAI_BASE_URL, OPENROUTER_BASE_URL,
@@ -42,6 +43,8 @@ _FIELDS = {"backend": str, "base_url": str, "key_env": str, "model_id": str, "pr
            "price_out": (int, float), "price_date": str, "max_tokens": int, "reasoning": bool}
 _REQUIRED = ("backend", "model_id", "price_in", "price_out", "price_date")
 _DEFAULT_URLS = {"openai": OPENAI_BASE_URL, "openrouter": OPENROUTER_BASE_URL}
+# One form for every price date, so provenance can be compared and sorted ("2026" or "undated" cannot).
+_ISO_DATE = re.compile(r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])")
 
 
 class PoolFileError(LLMError):
@@ -152,6 +155,9 @@ def parse_pool(data: Any, source: str) -> dict[str, PoolModel]:
     if not base_url.startswith(("http://", "https://")) and not (backend == "sim" and not base_url):
       problems.append(f"{where}.base_url: backend {backend!r} needs an http(s) base URL (.../v1)")
       continue
+    if not _ISO_DATE.fullmatch(entry["price_date"]):
+      problems.append(f"{where}.price_date: a date YYYY-MM-DD (when the price was read), got "
+                      f"{entry['price_date']!r}; a source without a day is dated the day it was read")
     for key in ("price_in", "price_out"):
       if not 0 <= entry[key] < 1000:
         problems.append(f"{where}.{key}: USD per 1M tokens must be in [0, 1000), got {entry[key]!r}")
