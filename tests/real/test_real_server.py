@@ -3,7 +3,9 @@
 The model is a 135M-parameter instruct model: its answers are mostly wrong and often off-format. What
 is checked is the plumbing on real outputs: runs finish, real prose is graded (a sample of what the
 graders extracted is checked against the texts), token counts are the server's, truncation is
-recorded, the cache replays a rerun without a request, the preflight refuses a missing model.
+recorded, the cache replays a rerun without a request, the preflight refuses a missing model. With room
+to finish, answers are graded from real finished text, and a broken extraction or a broken route makes
+that check fail (mutations, in the test itself).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 import pytest
 
 from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.llm.errors import LLMError
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient, PoolClient
 from hieramas_jax.llm.endpoint import make_endpoint
@@ -62,6 +66,51 @@ def test_usage_truncation_and_replay_come_from_the_real_server(real_server, tmp_
   assert cut.finish_reason == "length" and cut.completion_tokens == 3 and cut.truncated
   assert full.finish_reason == "stop" or full.completion_tokens == 48
   assert again.cached and again.text == full.text and again.finish_reason == full.finish_reason
+
+
+# Questions the 135M model answers in a few dozen tokens (greedy, so the same text every run), with the
+# suite's MATH instruction: what is checked is that a finished real answer is graded, not that it is right.
+FINISHING = (("What is 15 plus 27?", "42"), ("What is 3 + 4 * 2?", "11"))
+BOXED = "Solve the problem. Put your final answer in \\boxed{}."
+
+
+def _finished_answers(pool, model: str = "qwen3-8b"):
+  """The server's answers to FINISHING, routed by the pool file, with room to finish (256 tokens)."""
+  async def main():
+    async with PoolClient(pool.endpoints, timeout_s=600, max_retries=1) as client:
+      return await asyncio.gather(*(client.chat(model, [{"role": "system", "content": BOXED},
+                                                        {"role": "user", "content": q}], temperature=0.0, max_tokens=256)
+                                    for q, _ in FINISHING))
+  return asyncio.run(main())
+
+
+def _graded_from_finished_text(results) -> list[graders.Grade]:
+  """The grades of answers that finished (`stop`) and were graded from their own text; fails if none was."""
+  graded = []
+  for (question, gold), r in zip(FINISHING, results):
+    grade = graders.grade(Item(benchmark="math", id=question, question=question, answer=gold), r.text)
+    if r.finish_reason == "stop" and grade.extracted is not None:
+      assert grade.extracted.replace(" ", "") in r.text.replace(" ", ""), (grade.extracted, r.text[-300:])
+      graded.append(grade)
+  assert graded, [(r.finish_reason, r.text[-200:]) for r in results]
+  return graded
+
+
+def test_answers_with_room_to_finish_are_graded_from_real_text_and_mutations_fail(real_server, tmp_path, monkeypatch):
+  pool = load_pool_file(_pool_file(tmp_path, real_server), environ={})
+  results = _finished_answers(pool)
+  assert all(r.completion_tokens < 256 for r in results)  # room to finish: nothing was cut
+  assert _graded_from_finished_text(results)
+  # Mutation 1: extraction that finds nothing. Mutation 2: extraction that returns what the text never says.
+  for broken in (lambda text: None, lambda text: "\\frac{1}{2}"):
+    with monkeypatch.context() as m:
+      m.setattr(graders, "extract_math_answer", broken)
+      with pytest.raises(AssertionError):
+        _graded_from_finished_text(results)
+  # Mutation 3: routing to an id the server does not serve: the answers never come.
+  misrouted = load_pool_file(_pool_file(tmp_path, real_server, replace_id="qwen3-8b"), environ={})
+  with pytest.raises(LLMError):
+    _finished_answers(misrouted)
 
 
 def test_preflight_catches_a_missing_model_on_the_real_server(real_server, tmp_path):
@@ -119,7 +168,9 @@ def test_every_method_runs_on_the_real_server_through_the_pool_file(real_server,
       if item["extracted"] is not None:
         assert item["extracted"].replace(" ", "") in flat, (item["extracted"], trace["final_text"][-300:])
         checked += 1
-  assert finals and checked >= 0
+  # At 48 tokens most answers are cut: that answers are graded from finished real text is checked with room
+  # to finish (test_answers_with_room_to_finish_...); here, what was extracted is read from the graded text.
+  assert finals
   truncated = sum(c["finish_reason"] == "length" for t in finals.values() for c in t["calls"])
   assert truncated > 0  # at a 48-token budget a real model is cut, and the cut is recorded
   # A rerun into a fresh run root replays every call from the cache: nothing is sent again.
