@@ -403,6 +403,13 @@ def test_known_duplicate_options_are_flagged_not_hidden():
     # Cut inside the math of its final statement: no answer (not the fragment "$\sqrt").
     ("So, the final answer is $\\sqrt", None),
     ("So, the solution is $x=2$.", "x=2"), ("The solution is to factor the polynomial first.", None),
+    # A hedge between answers, or a sentence, commits to no one answer (in plain text or around math).
+    ("The answer is either -18 or 2.", None), ("The answer is either $-18$ or $2$.", None),
+    ("The solution is: The value of x is 3 and y is 4.", None), ("The answer is x is 3 and y is 4.", None),
+    ("Final answer: x = 3 and y = 4", "x = 3 and y = 4"), ("The answer is approximately $5$.", "5"),
+    # A literal closing tag after a closed block is text: the answer before it stays.
+    ("<think>a</think>The answer is $5$. Use </think> tags.", "5"), ("<think>hmm</think>Answer: 5 </think>", "5"),
+    ("reasoning here</think>The answer is 7.", "7"),
 ])
 def test_math_extraction_on_real_prose(text, answer):
   assert extract_math_answer(text) == answer

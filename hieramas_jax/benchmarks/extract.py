@@ -39,18 +39,19 @@ def strip_reasoning(text: str | None) -> str | None:
     * closed blocks (`<think>...</think>`, also `thinking`, `reasoning`, `thought`) are removed;
     * a block that opens and never closes (the output was cut by max_tokens while the model was
       still thinking) removes everything after its tag: an unfinished thought commits to nothing;
-    * a closing tag with no opening one (chat templates that put `<think>` in the prompt, as
-      DeepSeek-R1's does) removes everything before it.
-  The full text is kept in the traces; only grading and voting read the stripped one.
+    * a closing tag before any opening one (chat templates that put `<think>` in the prompt, as
+      DeepSeek-R1's does) removes everything before it. Only there: a literal `</think>` after a
+      closed block (an answer that talks about the tags) is text, and the answer before it stays.
+  The full text is kept in the traces; grading, voting and (by default) the next agents read the
+  stripped one.
   """
   if not text:
     return text
-  text = _REASONING_BLOCK.sub("", text)
-  close = None
-  for close in _REASONING_CLOSE.finditer(text):
-    pass
-  if close is not None:
-    text = text[close.end():]
+  first_open = _REASONING_OPEN.search(text)
+  first_close = _REASONING_CLOSE.search(text)
+  if first_close is not None and (first_open is None or first_close.start() < first_open.start()):
+    text = text[first_close.end():]
+  text = _REASONING_CLOSE.sub("", _REASONING_BLOCK.sub("", text))  # a stray closing tag left is no text
   opened = _REASONING_OPEN.search(text)
   if opened is not None:
     text = text[:opened.start()]
@@ -346,6 +347,12 @@ def _looks_mathematical(span: str) -> bool:
   return sum(w not in _MATH_WORDS for w in words) <= 2
 
 
+# A plain-text span that hedges between answers ("either -18 or 2") or is a sentence ("The value of x
+# is 3 and y is 4") commits to no one answer: counted as one, it would be graded (and voted) as a guess.
+_HEDGE = re.compile(r"\b(?:either|maybe|perhaps|possibly)\b", re.IGNORECASE)
+_SENTENCE_VERB = re.compile(r"\b(?:is|are|was|were|equals?|value|values)\b", re.IGNORECASE)
+
+
 def _answer_after(text: str, pos: int) -> str | None:
   """The answer stated right after an answer cue ending at `pos`, or None.
 
@@ -367,6 +374,8 @@ def _answer_after(text: str, pos: int) -> str | None:
     line = text[i:].split("\n", 1)[0]
     end = _ANSWER_END.search(line)
     span = line[:end.start()] if end else line
+    if _HEDGE.search(span) or _SENTENCE_VERB.search(_LATEX_COMMAND.sub(" ", span.split("$", 1)[0])):
+      return None
     # "... is approximately $5$": math that opens inside the answer's own words.
     dollar = re.search(r"(?<!\\)\$", span)
     in_math = dollar is not None and _math_span(text, i + dollar.start()) is not None
