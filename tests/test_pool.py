@@ -74,7 +74,8 @@ def _entry(name, backend, url, model_id, *, key_env=None, price=(1.0, 2.0), **ex
            f"price_in = {price[0]}", f"price_out = {price[1]}", 'price_date = "2026-11-30"']
   if key_env:
     lines.append(f'key_env = "{key_env}"')
-  lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in extra.items()]
+  lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else json.dumps(v) if isinstance(v, str) else v}"
+            for k, v in extra.items()]
   return "\n".join(lines) + "\n"
 
 
@@ -83,7 +84,7 @@ def test_a_mixed_pool_routes_each_model_to_its_server_with_its_price_budget_and_
     async with ModelServer("gpt", {"gpt-5-mini"}, key=SECRET) as gpt, ModelServer("local", {"smol"}) as local:
       path = tmp_path / "pool.toml"
       path.write_text(_entry("gpt-5-mini", "openai", gpt.base_url, "gpt-5-mini", key_env="MY_OPENAI_KEY",
-                             price=(0.25, 2.0), max_tokens=64, reasoning=True)
+                             price=(0.25, 2.0), max_tokens=64, think="keep")
                       + _entry("qwen3-8b", "custom", local.base_url, "smol", price=(0.0, 0.0))
                       + _entry("llama-8b", "custom", local.base_url, "smol", price=(0.02, 0.03)))
       pool = load_pool_file(path, environ={"MY_OPENAI_KEY": SECRET})

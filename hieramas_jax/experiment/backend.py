@@ -20,6 +20,7 @@ import pathlib
 import sys
 from typing import Any, AsyncIterator, Iterable, Sequence
 
+from hieramas_jax.benchmarks.extract import strip_reasoning
 from hieramas_jax.llm.cache import ResponseCache
 from hieramas_jax.llm.client import LLMClient, PoolClient
 from hieramas_jax.llm.endpoint import Endpoint, client_options_from_flags, endpoint_from_flags
@@ -221,7 +222,9 @@ async def open_backend(flag_values: Any, *, seed: int, use_cache: bool = True,
       report = await preflight(real, needed - sim_served, ledger=ledger) if needed - sim_served else None
     if use_cache:
       cache = ResponseCache(pathlib.Path(cache_root or cache_dir()) / "responses")
-    options = dict(client_options_from_flags(flag_values), cache=cache, seed=seed, ledger=ledger)
+    # <think> blocks stripped before the next agents read a text (a pool file's `think = "keep"` aside).
+    options = dict(client_options_from_flags(flag_values), cache=cache, seed=seed, ledger=ledger,
+                   reasoning_filter=strip_reasoning)
     client = PoolClient(endpoints, **options) if pool is not None else LLMClient(endpoint, **options)
     async with client:
       yield Backend(client, endpoint, cache, tuple(endpoints), pool, ledger, report)

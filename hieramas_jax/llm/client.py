@@ -33,7 +33,7 @@ import logging
 import math
 import re
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import aiohttp
 import numpy as np
@@ -81,6 +81,9 @@ class CallResult:
       written before this field was recorded.
     reasoning_tokens: hidden reasoning tokens among `completion_tokens`
       (`usage.completion_tokens_details.reasoning_tokens`), 0 when the endpoint reports none.
+    raw_text: the completion as the endpoint sent it, when `text` differs from it (its `<think>` blocks
+      stripped before the next agents read it: `LLMClient`'s `reasoning_filter`); "" otherwise. Traces
+      keep it; a local reasoning model's hidden reasoning is not paid again as the next prompt.
   """
 
   text: str
@@ -93,6 +96,7 @@ class CallResult:
   attempts: int
   finish_reason: str = ""
   reasoning_tokens: int = 0
+  raw_text: str = ""
 
   @property
   def truncated(self) -> bool:
@@ -112,6 +116,7 @@ class _Route:
   key_prefix: bytes  # endpoint identity + short name: see `LLMClient.__init__`
   budget: int | None  # the model's completion budget on this endpoint (a pool file's), replacing the method's
   cap: int | None  # the run-wide --max_tokens
+  shown: Callable[[str], str] | None  # what of a completion is passed on (None: all of it)
 
 
 class _Retry(Exception):
@@ -180,6 +185,9 @@ class LLMClient:
     max_tokens_cap: the run-wide --max_tokens, or None.
     ledger: the run root's spend ledger (holding --max_usd, if any): every attempt is reserved in it
       before it is sent and settled by how it ended; None records nothing (the embedded sim, uncapped).
+    reasoning_filter: text -> the text passed on (the experiment layer gives
+      `benchmarks.extract.strip_reasoning`), applied to every model not in `endpoint.keep_think`, to
+      fresh and cached answers alike (the cache keeps the raw text); None passes every text on as sent.
   """
 
   def __init__(self, endpoint: Endpoint, *, cache: ResponseCache | None = None,
@@ -187,7 +195,7 @@ class LLMClient:
                max_retries: int = DEFAULT_MAX_RETRIES, backoff_base_s: float = 0.5,
                backoff_cap_s: float = 30.0, seed: int = 0, retry_after_cap_s: float = 120.0,
                unreachable_retries: int = 2, max_tokens_cap: int | None = None,
-               ledger: SpendLedger | None = None):
+               ledger: SpendLedger | None = None, reasoning_filter: Callable[[str], str] | None = None):
     if not isinstance(endpoint, Endpoint):
       raise TypeError(f"endpoint must be an Endpoint, got {type(endpoint).__name__}")
     for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0),
@@ -236,7 +244,8 @@ class LLMClient:
       prefix = endpoint.name.encode("utf-8") + b"\n" + (b"" if endpoint.is_sim else name.encode() + b"\n" + seed_tag)
       self._routes[name] = _Route(model_id, spec, not (quirks and spec.fixed_temperature),
                                   spec.max_tokens_field if quirks else "max_tokens", prefix,
-                                  endpoint.max_tokens.get(name), max_tokens_cap)
+                                  endpoint.max_tokens.get(name), max_tokens_cap,
+                                  None if name in endpoint.keep_think else reasoning_filter)
     self._session: aiohttp.ClientSession | None = None
     self._semaphore: asyncio.Semaphore | None = None
     self._reached = False  # got any HTTP answer from the endpoint yet
@@ -326,10 +335,10 @@ class LLMClient:
       key = hashlib.sha256(route.key_prefix + payload).hexdigest()
       hit = cache.get(key)
       if hit is not None:  # priced now: the recorded tokens at the endpoint's current prices
-        return CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens,
-                          route.spec.cost(hit.prompt_tokens, hit.completion_tokens),
-                          time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
-                          hit.reasoning_tokens)
+        return _shown(route, CallResult(hit.text, hit.model, hit.prompt_tokens, hit.completion_tokens,
+                                        route.spec.cost(hit.prompt_tokens, hit.completion_tokens),
+                                        time.perf_counter() - started, True, hit.attempts, hit.finish_reason,
+                                        hit.reasoning_tokens))
       shared = self._inflight.get(key)
       if shared is not None:  # the same request is on its way: wait for it; this one is a replay
         first = await asyncio.shield(shared)
@@ -356,8 +365,8 @@ class LLMClient:
       self.cache.put(key, endpoint=self.endpoint.name, model=model, text=text, prompt_tokens=prompt_tokens,
                      completion_tokens=completion_tokens, cost_usd=cost, attempts=attempts, latency_s=latency,
                      finish_reason=finish_reason, reasoning_tokens=reasoning_tokens)
-    return CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts,
-                      finish_reason, reasoning_tokens)
+    return _shown(route, CallResult(text, model, prompt_tokens, completion_tokens, cost, latency, False, attempts,
+                                    finish_reason, reasoning_tokens))
 
   async def _post(self, model: str, route: _Route, payload: bytes,
                   worst: float) -> tuple[tuple[str, int, int, str, int], int, float]:
@@ -478,6 +487,14 @@ class LLMClient:
 
   def _redact(self, text: str) -> str:
     return redact_secrets(text, self.endpoint.api_key)
+
+
+def _shown(route: _Route, result: CallResult) -> CallResult:
+  """`result` with the text its route passes on (the raw text kept in `raw_text` when they differ)."""
+  if route.shown is None or not result.text:
+    return result
+  shown = route.shown(result.text) or ""
+  return result if shown == result.text else dataclasses.replace(result, text=shown, raw_text=result.text)
 
 
 def request_seed(run_seed: int, sample_index: int) -> int:

@@ -57,6 +57,9 @@ class Endpoint:
     max_tokens: short name -> the model's completion budget on this endpoint (a pool file's); requests
       to it are sent with this budget whatever the method asked, since a reasoning model needs room
       for its hidden reasoning (the run-wide --max_tokens still caps it).
+    keep_think: short names whose `<think>` blocks are passed on as they came (a pool file's
+      `think = "keep"`); every other model's are stripped before the text reaches the next agents
+      (`LLMClient`'s `reasoning_filter`), the raw text kept in `CallResult.raw_text` for traces.
   """
 
   name: str
@@ -67,6 +70,7 @@ class Endpoint:
   provider_quirks: bool = True
   prices: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
   max_tokens: Mapping[str, int] = dataclasses.field(default_factory=dict)
+  keep_think: frozenset[str] = frozenset()
 
   def __post_init__(self):
     if not self.base_url.startswith(("http://", "https://")):

@@ -13,7 +13,8 @@ test. One table per suite short name:
     price_out = 2.00                         # USD per 1M completion tokens
     price_date = "2025-08-07"                # when that price was read, YYYY-MM-DD (goes into provenance)
     max_tokens = 8192                        # this model's completion budget (replaces the method's)
-    reasoning = true                         # a reasoning model (hidden reasoning counts as output)
+    think = "strip"                          # <think> blocks: "strip" before the next agents see the
+                                             # text (default; traces keep the raw text) or "keep"
 
 Models that share backend, base URL and key variable share one endpoint (one connection pool, one
 concurrency bound). A model the file leaves out is not served: a cell that needs it is refused by
@@ -40,7 +41,8 @@ from hieramas_jax.llm.errors import LLMError
 from hieramas_jax.llm.registry import MODELS
 
 _FIELDS = {"backend": str, "base_url": str, "key_env": str, "model_id": str, "price_in": (int, float),
-           "price_out": (int, float), "price_date": str, "max_tokens": int, "reasoning": bool}
+           "price_out": (int, float), "price_date": str, "max_tokens": int, "think": str}
+THINK_MODES = ("strip", "keep")
 _REQUIRED = ("backend", "model_id", "price_in", "price_out", "price_date")
 _DEFAULT_URLS = {"openai": OPENAI_BASE_URL, "openrouter": OPENROUTER_BASE_URL}
 # One form for every price date, so provenance can be compared and sorted ("2026" or "undated" cannot).
@@ -64,7 +66,7 @@ class PoolModel:
   price_out: float
   price_date: str
   max_tokens: int | None = None
-  reasoning: bool = False
+  think: str = "strip"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +134,11 @@ def parse_pool(data: Any, source: str) -> dict[str, PoolModel]:
       continue
     bad = False
     for key in sorted(set(entry) - set(_FIELDS)):
-      problems.append(f"{where}: unknown field {key!r}; fields are {', '.join(_FIELDS)}")
+      if key == "reasoning":  # read by nothing, ever: a field that looked like a switch and was none
+        problems.append(f"{where}: the field 'reasoning' is gone (it was never read); say what happens to "
+                        f"the model's <think> blocks with think = \"strip\" (default) or \"keep\"")
+      else:
+        problems.append(f"{where}: unknown field {key!r}; fields are {', '.join(_FIELDS)}")
       bad = True
     for key in _REQUIRED:
       if key not in entry:
@@ -161,13 +167,15 @@ def parse_pool(data: Any, source: str) -> dict[str, PoolModel]:
     for key in ("price_in", "price_out"):
       if not 0 <= entry[key] < 1000:
         problems.append(f"{where}.{key}: USD per 1M tokens must be in [0, 1000), got {entry[key]!r}")
+    if entry.get("think", "strip") not in THINK_MODES:
+      problems.append(f"{where}.think: one of {', '.join(THINK_MODES)}, got {entry['think']!r}")
     if entry.get("max_tokens") is not None and entry["max_tokens"] < 1:
       problems.append(f"{where}.max_tokens: must be >= 1")
     models[name] = PoolModel(name=name, backend=backend, base_url=base_url.rstrip("/"),
                              key_env=entry.get("key_env") or DEFAULT_KEY_ENV.get(backend, ""),
                              model_id=entry["model_id"], price_in=float(entry["price_in"]),
                              price_out=float(entry["price_out"]), price_date=entry["price_date"],
-                             max_tokens=entry.get("max_tokens"), reasoning=bool(entry.get("reasoning", False)))
+                             max_tokens=entry.get("max_tokens"), think=entry.get("think", "strip"))
   if problems:
     raise PoolFileError(f"{source}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
   return models
@@ -204,7 +212,8 @@ def build_pool(models: Mapping[str, PoolModel], source: str, *, environ: Mapping
         model_ids={m.name: m.model_id for m in members},
         provider_quirks=backend in ("openai", "openrouter", "sim"),
         prices={m.name: (m.price_in, m.price_out) for m in members},
-        max_tokens={m.name: m.max_tokens for m in members if m.max_tokens}))
+        max_tokens={m.name: m.max_tokens for m in members if m.max_tokens},
+        keep_think=frozenset(m.name for m in members if m.think == "keep")))
   identity = json.dumps({n: [m.backend, m.base_url, m.model_id, m.price_in, m.price_out]
                          for n, m in sorted(models.items())}, sort_keys=True)
   stem = pathlib.Path(source).stem

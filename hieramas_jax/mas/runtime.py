@@ -86,6 +86,7 @@ async def call_llm(client: ChatClient, clock: Clock, *, node: int, role: str | N
                     cached=bool(result.cached), sample_index=sample_index, started_s=started,
                     finished_s=clock.now(), finish_reason=str(getattr(result, "finish_reason", "")),
                     reasoning_tokens=int(getattr(result, "reasoning_tokens", 0)),
+                    raw_text=str(getattr(result, "raw_text", "")),
                     messages=tuple({"role": str(m["role"]), "content": str(m["content"])} for m in messages))
 
 

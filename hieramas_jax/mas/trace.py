@@ -30,6 +30,8 @@ class CallRecord:
     started_s / finished_s: seconds since the query started (monotonic clock); they prove the
       runtime's ordering and parallelism.
     finish_reason / reasoning_tokens: from the client's CallResult ("length": cut by max_tokens).
+    raw_text: the completion as sent, when `text` (what was passed on) had its `<think>` blocks
+      stripped by the client; "" otherwise (and then left out of the JSON).
     messages: the chat messages sent ({"role", "content"} dicts), for reading a sample back; not part of
       any cache key or result value.
   """
@@ -50,9 +52,13 @@ class CallRecord:
   finish_reason: str = ""
   reasoning_tokens: int = 0
   messages: tuple[dict[str, str], ...] = ()
+  raw_text: str = ""
 
   def to_json(self) -> dict[str, Any]:
-    return dataclasses.asdict(self)
+    out = dataclasses.asdict(self)
+    if not out["raw_text"]:
+      del out["raw_text"]
+    return out
 
 
 @dataclasses.dataclass
