@@ -114,10 +114,13 @@ class FaultServer:
 
 
 @contextlib.asynccontextmanager
-async def serve_chat(handler):
-  """A one-route server (POST /v1/chat/completions -> `handler`) on 127.0.0.1:0; yields its base URL."""
+async def serve_chat(handler, get_routes=None):
+  """A server (POST /v1/chat/completions -> `handler`, and GET /v1/<path> -> handler for each of
+  `get_routes`) on 127.0.0.1:0; yields its base URL."""
   app = web.Application()
   app.router.add_post("/v1/chat/completions", handler)
+  for path, get in (get_routes or {}).items():
+    app.router.add_get(f"/v1/{path}", get)
   runner = web.AppRunner(app, access_log=None)
   await runner.setup()
   site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -26,6 +26,7 @@ from hieramas_jax.llm.endpoint import Endpoint
 from hieramas_jax.llm.errors import BudgetExceededError
 from hieramas_jax.llm.ledger import LEDGER_NAME, SpendLedger
 from hieramas_jax.llm.preflight import preflight
+from fault_server import serve_chat
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRICE = (50.0, 100.0)  # USD per 1M tokens: a call's worst case is a few thousandths of a dollar
@@ -70,18 +71,12 @@ class BillingProvider:
                               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}})
 
   async def __aenter__(self):
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", self._chat)
-    app.router.add_get("/v1/models", self._models)
-    self._runner = web.AppRunner(app, access_log=None)
-    await self._runner.setup()
-    site = web.TCPSite(self._runner, "127.0.0.1", 0)
-    await site.start()
-    self.base_url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    self._served = serve_chat(self._chat, {"models": self._models})
+    self.base_url = await self._served.__aenter__()
     return self
 
   async def __aexit__(self, *exc):
-    await self._runner.cleanup()
+    await self._served.__aexit__(*exc)
 
 
 def endpoint(url: str, prices=PRICE, name: str | None = None) -> Endpoint:
