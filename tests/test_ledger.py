@@ -291,3 +291,27 @@ def test_open_backend_keeps_one_ledger_in_the_run_root_for_every_seed(tmp_path):
   # Seed 1 found the cap already reached by seed 0 (one total), or nearly: the bill stays under it.
   assert server.bill <= 1e-4 and spend["total_usd"] == pytest.approx(server.bill)
   assert set(spend) >= {"spent_usd", "reserved_usd", "estimated_unbilled_usd", "max_usd", "left_usd"}
+
+
+def test_the_cap_reserves_per_attempt_in_flight_not_for_every_queued_call():
+  # 20 calls queued behind 2 concurrency slots, under a cap of 10 worst cases: every call fits (each is
+  # billed far below its worst case), so all 20 are answered. Reserving for the whole queue at once would
+  # have refused half of them with almost nothing spent (the stop at $0.24 of $3 in the issue).
+  from hieramas_jax.llm.ledger import worst_case
+  from hieramas_jax.llm.registry import MODELS
+  import dataclasses
+
+  async def main():
+    async with BillingProvider(p=(1.0, 0, 0, 0)) as server:
+      ep = endpoint(server.base_url)
+      spec = dataclasses.replace(MODELS["qwen3-8b"], price_in=PRICE[0], price_out=PRICE[1])
+      longest = max(len(json.dumps({"model": "m", "messages": question(i), "seed": 0, "max_tokens": 20,
+                                    "temperature": 0.7}, separators=(",", ":"))) for i in range(20))
+      ledger = SpendLedger(None, 10 * worst_case(spec, b"x" * longest, 20))
+      async with LLMClient(ep, max_concurrency=2, ledger=ledger) as client:
+        answers, budget, other = await ask_all(client, 20)
+      return answers, budget, other, ledger.summary()
+
+  answers, budget, other, summary = asyncio.run(main())
+  assert len(answers) == 20 and not budget and not other
+  assert summary["paid_calls"] == 20 and summary["reserved_usd"] == 0
