@@ -122,10 +122,7 @@ def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:
     recorded = json.loads(path.read_text())["provenance"]["flags"]
   except (json.JSONDecodeError, KeyError, TypeError):
     return False
-  wanted = point_values(spec, point)
-  for e in extra:
-    name, _, value = e.lstrip("-").partition("=")
-    wanted[name] = value
+  wanted = _point_flags(spec, point, extra)
   recorded = dict(recorded)
   if isinstance(recorded.get("tag"), str):  # a template filled in the same way ("k{k_pool}" and "k50" agree)
     try:
@@ -232,6 +229,50 @@ def run_grid(spec: dict, *, parallel: int, extra: tuple[str, ...] = (), python: 
   return outcomes
 
 
+def _point_flags(spec: dict, point: dict, extra: tuple[str, ...]) -> dict:
+  values = point_values(spec, point)
+  for e in extra:
+    name, _, value = e.lstrip("-").partition("=")
+    values[name] = value
+  return values
+
+
+def untrained_loads(spec: dict, extra: tuple[str, ...] = ()) -> list[str]:
+  """Why points that load the main run's fit (`--load_run=main`) cannot run yet: one line per missing fit,
+  with the command that trains it (empty: nothing is missing).
+
+  Why up front: every such point would fail on its own after starting its backend, and a sweep of
+  failed points would still write a table of "not run yet" rows. Checked on the embedded sim's run
+  directories (a point on a real endpoint is checked by its program, before it sends anything).
+  """
+  # Library imports here, like the module's others: --mode=commands and --mode=wandb stay light.
+  from hieramas_jax.experiment.backend import sim_endpoint_name  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.rundir import FIT_FILE, repo_relative  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.runner import cell_dir, table_root  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.spec import (SAME_RUN_UNTAGGED, Cell, TableSpec,  # pylint: disable=C0415
+                                            train_command)
+  problems: dict[str, str] = {}
+  for point in grid_points(spec):
+    v = _point_flags(spec, point, extra)
+    if v.get("load_run") != SAME_RUN_UNTAGGED or v.get("base_url") or is_finished(spec, point, extra):
+      continue
+    limits = {k: int(v[k]) if v.get(k) not in (None, "") else None for k in ("train_limit", "val_limit", "limit")}
+    seed = int(v.get("seed") or 0)
+    cell = Cell("hieramas", v["benchmark"], v["pool"], "main", seed)
+    table = TableSpec(methods=("hieramas",), benchmarks=(cell.benchmark,), pools=(cell.pool,), seeds=(seed,),
+                      train_limit={cell.benchmark: limits["train_limit"]} if limits["train_limit"] else {},
+                      val_limit=limits["val_limit"], test_limit=limits["limit"])
+    run_root = v.get("run_root") or "runs/table1" + table.limits_suffix()
+    source = cell_dir(table_root(REPO / run_root, sim_endpoint_name(seed, v.get("sim_profile") or "fitted")), cell)
+    if not (source / FIT_FILE).exists():
+      problems[str(source)] = (
+          f"sweep {spec['name']}: --load_run={SAME_RUN_UNTAGGED} needs the trained cell {repo_relative(source)}, "
+          f"which holds no finished fit: train it first: "
+          + train_command(cell, run_root=v.get("run_root"), train_limit=limits["train_limit"],
+                          val_limit=limits["val_limit"], test_limit=limits["limit"]))
+  return list(problems.values())
+
+
 def write_table(spec: dict, out_dir: str | pathlib.Path, extra: tuple[str, ...] = ()) -> list[pathlib.Path]:
   """The sweep's table and plot from whatever points have results (report/sweeps.py)."""
   from hieramas_jax.experiment.provenance import command_line, provenance  # pylint: disable=C0415
@@ -259,9 +300,15 @@ def main():
     for point in grid_points(spec):
       print(shlex.join(point_command(spec, point, extra)))
     return
+  missing = untrained_loads(spec, extra)
+  if missing:
+    raise SweepSpecError("\n".join(missing))
   outcomes = run_grid(spec, parallel=_PARALLEL.value, extra=extra)
-  written = write_table(spec, _OUT_DIR.value, extra)
   failed = [o for o in outcomes if o["status"] == "failed"]
+  if len(failed) == len(outcomes):  # nothing finished: no table of "not run yet" rows
+    print(f"error: sweep {spec['name']}: no point finished; no table written", file=sys.stderr, flush=True)
+    sys.exit(1)
+  written = write_table(spec, _OUT_DIR.value, extra)
   print(f"[sweep {spec['name']}] {len(outcomes) - len(failed)} of {len(outcomes)} points finished; wrote "
         + ", ".join(str(p) for p in written), flush=True)
   if failed:

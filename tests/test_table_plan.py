@@ -80,8 +80,11 @@ def test_a_refused_load_run_leaves_nothing_behind(sim, tmp_path):
       "splits": {"train": {"n": 99, "ids_sha256": "x"}, "val": {"n": 2, "ids_sha256": "y"}}}))
   root = tmp_path / "runs"
   spec = _spec(2, methods=("base",), tag="v", load_from={"base": str(tmp_path / "missing")})
-  with pytest.raises(TablePlanError, match="holds no finished fit"):
+  with pytest.raises(TablePlanError, match="holds no finished fit") as caught:
     _table(sim, spec, root)
+  # The message says the command that trains it (the loading run's limits).
+  assert ("train it first: python experiments/reproduce_table1.py --methods=base --benchmarks=math "
+          "--pools=gpt-5-mini --seeds=0 --train_limit=4 --val_limit=2 --limit=2") in caught.value.problems[0]
   with pytest.raises(TablePlanError) as caught:
     _table(sim, _spec(2, methods=("base",), tag="v", load_from={"base": str(source)}), root)
   assert len(caught.value.problems) == 2  # one per pool

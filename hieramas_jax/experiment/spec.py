@@ -186,6 +186,27 @@ def cell_items(spec: TableSpec, benchmark: str) -> CellItems:
                    part(TEST_PART[setting], spec.test_limit))
 
 
+def train_command(cell: Cell, *, run_root: str | None = None, train_limit: int | None = None,
+                  val_limit: int | None = None, test_limit: int | None = None) -> str:
+  """The command that trains the untagged `cell` a --load_run names, for the message that refuses it.
+
+  HieraMAS cells come from `train_hieramas.py` (every HieraMASConfig field a flag), every other method's
+  from `reproduce_table1.py`; the limits and run root are the loading run's, so the trained cell lands
+  where the load looks for it.
+  """
+  if cell.method == "hieramas":
+    args = ["experiments/train_hieramas.py", f"--benchmark={cell.benchmark}", f"--pool={cell.pool}",
+            f"--seed={cell.seed}"]
+  else:
+    args = ["experiments/reproduce_table1.py", f"--methods={cell.method}", f"--benchmarks={cell.benchmark}",
+            f"--pools={cell.pool}", f"--seeds={cell.seed}"]
+    if cell.setting != "main":
+      args.append(f"--setting={cell.setting}")
+  args += [f"--{name}={value}" for name, value in (("train_limit", train_limit), ("val_limit", val_limit),
+                                                   ("limit", test_limit), ("run_root", run_root)) if value]
+  return "python " + " ".join(args)
+
+
 def split_file(benchmark: str, setting: str) -> pathlib.Path:
   """The saved split file of a benchmark and setting (`benchmarks/splits.py` names them this way)."""
   name = benchmark if setting == "main" else f"{benchmark}_{setting}"

@@ -25,7 +25,7 @@ from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES, method_title
 from hieramas_jax.report import stats
-from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed
+from hieramas_jax.report.stats import bootstrap_ci, correct_vector, error_bars, key_seed
 
 HIERAMAS_METHODS = ("hieramas", "hieramas_total_cost")
 RECIPES = {"hieramas": "published (decision-cost reward)", "hieramas_total_cost": "total-cost reward"}
@@ -166,8 +166,8 @@ def frontier_figure(record: Mapping[str, Any]):
     def draw(points, fmt, label, color=None):
       xs = [p["mean_cost_usd"] for p in points]
       ys = [p["accuracy"] for p in points]
-      err = [[p["accuracy"] - p["ci95"][0] for p in points], [p["ci95"][1] - p["accuracy"] for p in points]]
-      ax.errorbar(xs, ys, yerr=err, fmt=fmt, capsize=2, label=label, color=color, markersize=4, linewidth=1)
+      ax.errorbar(xs, ys, yerr=error_bars(ys, [p["ci95"] for p in points]), fmt=fmt, capsize=2, label=label,
+                  color=color, markersize=4, linewidth=1)
 
     for p in s["baselines"]:
       draw([p], "s", None, "0.55")

@@ -33,7 +33,7 @@ from hieramas_jax.report import paper
 from hieramas_jax.report.hieramas_figures import curves_section, figure3_section, figure4_section
 from hieramas_jax.report.page import Page, is_sim, load_json, missing, pyplot, sim_caption
 from hieramas_jax.report.paper import POOL_TITLES
-from hieramas_jax.report.stats import pareto_front, wilson_interval
+from hieramas_jax.report.stats import error_bars, pareto_front, wilson_interval
 
 
 # ---- 1. cost against accuracy ------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       for c, (x, y) in zip(cells, pts):
         lo, hi = c.get("ci95", [y, y])
         st = styles[c["label"]]
-        ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=st["marker"], ms=st["ms"], capsize=2,
+        ax.errorbar([x], [y], yerr=error_bars([y], [(lo, hi)]), fmt=st["marker"], ms=st["ms"], capsize=2,
                     color=st["color"], mec="k" if st["hieramas"] else st["color"], alpha=0.95,
                     zorder=4 if st["hieramas"] else 3, label=paper.method_title(c["label"]))
         if c["label"] == "hieramas":
