@@ -83,7 +83,7 @@ def main():
   table1 = pathlib.Path(FLAGS.table1)
   baseline_cells = json.loads(table1.read_text())["cells"] if table1.exists() else {}
   record = frontier_record(cells, baseline_cells, k_of, prov)
-  for path in write_frontier(record, FLAGS.out_dir):
+  for path in write_frontier(record, FLAGS.out_dir, suffix=specs[0][0].results_suffix()):
     print(f"wrote {path}")
   for s in record["settings"].values():
     print(f"  {s['benchmark']}/{s['pool']}: HieraMAS frontier {s['position']} the baselines' Pareto front")

@@ -76,7 +76,7 @@ def main():
                    max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                    sim_process=FLAGS.sim_process)
   record = regret_record(table)
-  suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
+  suffix = spec.results_suffix()
   atomic_write_json(f"{FLAGS.out_dir}/regret{suffix}.json", record)
   atomic_write_text(f"{FLAGS.out_dir}/regret{suffix}.md", regret_markdown(record))
   if FLAGS.wandb:

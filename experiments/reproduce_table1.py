@@ -12,8 +12,8 @@ evaluated on the same test split, and each cell's run directory under --run_root
 resume where it stopped. Every cell's run directory is checked before any starts (one error naming every
 conflict); a run with limits and no --run_root gets its own root named by them (runs/table1-limit3-train8).
 Writes <out_dir>/table1.{md,json}, table4.{md,json} (inference cost) and table11.{md,json} (training cost),
-or table3.{md,json} for --setting=generalization; with --limit the names get a `_limit<N>` suffix, so a
-quick run never overwrites the full tables.
+or table3.{md,json} for --setting=generalization; a run with limits gets their suffix (`table1_limit3_train8`,
+`TableSpec.results_suffix`), so a quick run never overwrites the full tables.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main():
   record = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=selected_flags(FLAGS, RUN_FLAGS),
                     max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                     sim_process=FLAGS.sim_process)
-  written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
+  written = write_tables(record, FLAGS.out_dir, suffix=spec.results_suffix())
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 
 

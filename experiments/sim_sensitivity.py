@@ -78,7 +78,7 @@ def main():
   record = sensitivity_record(records, provenance(seed=FLAGS.seed, benchmarks=FLAGS.benchmarks, flags=run_flags,
                                                   backend="sim"))
   record["endpoints"] = {p: r["endpoint"] for p, r in records.items()}
-  suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
+  suffix = spec.results_suffix()
   out = f"{FLAGS.out_dir}/sim_sensitivity{suffix}"
   atomic_write_json(f"{out}.json", record)
   atomic_write_text(f"{out}.md", sensitivity_markdown(record))

@@ -102,8 +102,33 @@ def point_command(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> list[
   return ["python", spec["program"], *args, *extra]
 
 
-def results_file(spec: dict, point: dict) -> pathlib.Path:
-  return REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
+def results_file(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> pathlib.Path:
+  """The point's results file; a point run with limits (its flags or --extra) writes its limits' suffix
+  (`TableSpec.results_suffix`), as the suite's programs do, never the full-size file."""
+  path = REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
+  v = _point_flags(spec, point, extra)
+  if not any(v.get(k) not in (None, "") for k in ("limit", "train_limit", "val_limit")):
+    return path
+  return path.with_name(path.stem + _point_table(v).results_suffix() + path.suffix)
+
+
+def _point_flags(spec: dict, point: dict, extra: tuple[str, ...]) -> dict:
+  """Every flag of the point, --extra included."""
+  values = point_values(spec, point)
+  for e in extra:
+    name, _, value = e.lstrip("-").partition("=")
+    values[name] = value
+  return values
+
+
+def _point_table(v: dict):
+  """The one-cell TableSpec of a HieraMAS point's flags (its limits name its run root and results suffix)."""
+  from hieramas_jax.experiment.spec import TableSpec  # pylint: disable=import-outside-toplevel
+  limits = {k: int(v[k]) if v.get(k) not in (None, "") else None for k in ("train_limit", "val_limit", "limit")}
+  return TableSpec(methods=("hieramas",), benchmarks=(v["benchmark"],), pools=(v["pool"],),
+                   seeds=(int(v.get("seed") or 0),),
+                   train_limit={v["benchmark"]: limits["train_limit"]} if limits["train_limit"] else {},
+                   val_limit=limits["val_limit"], test_limit=limits["limit"])
 
 
 def _same(recorded, wanted) -> bool:
@@ -115,7 +140,7 @@ def _same(recorded, wanted) -> bool:
 
 def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:
   """The point's results file exists and its provenance records the point's flags (fixed, swept, extra)."""
-  path = results_file(spec, point)
+  path = results_file(spec, point, extra)
   if not path.exists():
     return False
   try:
@@ -229,14 +254,6 @@ def run_grid(spec: dict, *, parallel: int, extra: tuple[str, ...] = (), python: 
   return outcomes
 
 
-def _point_flags(spec: dict, point: dict, extra: tuple[str, ...]) -> dict:
-  values = point_values(spec, point)
-  for e in extra:
-    name, _, value = e.lstrip("-").partition("=")
-    values[name] = value
-  return values
-
-
 def untrained_loads(spec: dict, extra: tuple[str, ...] = ()) -> list[str]:
   """Why points that load the main run's fit (`--load_run=main`) cannot run yet: one line per missing fit,
   with the command that trains it (empty: nothing is missing).
@@ -249,27 +266,23 @@ def untrained_loads(spec: dict, extra: tuple[str, ...] = ()) -> list[str]:
   from hieramas_jax.experiment.backend import sim_endpoint_name  # pylint: disable=import-outside-toplevel
   from hieramas_jax.experiment.rundir import FIT_FILE, repo_relative  # pylint: disable=import-outside-toplevel
   from hieramas_jax.experiment.runner import cell_dir, table_root  # pylint: disable=import-outside-toplevel
-  from hieramas_jax.experiment.spec import (SAME_RUN_UNTAGGED, Cell, TableSpec,  # pylint: disable=C0415
-                                            train_command)
+  from hieramas_jax.experiment.spec import SAME_RUN_UNTAGGED, Cell, train_command  # pylint: disable=C0415
   problems: dict[str, str] = {}
   for point in grid_points(spec):
     v = _point_flags(spec, point, extra)
     if v.get("load_run") != SAME_RUN_UNTAGGED or v.get("base_url") or is_finished(spec, point, extra):
       continue
-    limits = {k: int(v[k]) if v.get(k) not in (None, "") else None for k in ("train_limit", "val_limit", "limit")}
-    seed = int(v.get("seed") or 0)
+    table = _point_table(v)
+    seed = table.seeds[0]
     cell = Cell("hieramas", v["benchmark"], v["pool"], "main", seed)
-    table = TableSpec(methods=("hieramas",), benchmarks=(cell.benchmark,), pools=(cell.pool,), seeds=(seed,),
-                      train_limit={cell.benchmark: limits["train_limit"]} if limits["train_limit"] else {},
-                      val_limit=limits["val_limit"], test_limit=limits["limit"])
     run_root = v.get("run_root") or "runs/table1" + table.limits_suffix()
     source = cell_dir(table_root(REPO / run_root, sim_endpoint_name(seed, v.get("sim_profile") or "fitted")), cell)
     if not (source / FIT_FILE).exists():
       problems[str(source)] = (
           f"sweep {spec['name']}: --load_run={SAME_RUN_UNTAGGED} needs the trained cell {repo_relative(source)}, "
           f"which holds no finished fit: train it first: "
-          + train_command(cell, run_root=v.get("run_root"), train_limit=limits["train_limit"],
-                          val_limit=limits["val_limit"], test_limit=limits["limit"]))
+          + train_command(cell, run_root=v.get("run_root"), train_limit=table.train_limit.get(cell.benchmark),
+                          val_limit=table.val_limit, test_limit=table.test_limit))
   return list(problems.values())
 
 
@@ -280,7 +293,7 @@ def write_table(spec: dict, out_dir: str | pathlib.Path, extra: tuple[str, ...] 
   from hieramas_jax.report.sweeps import sweep_record, write_sweep  # pylint: disable=C0415
   points = []
   for point in grid_points(spec):
-    path = results_file(spec, point)
+    path = results_file(spec, point, extra)
     finished = is_finished(spec, point, extra)
     points.append({"values": point, "results_file": repo_relative(path),
                    "results": json.loads(path.read_text()) if finished else None})

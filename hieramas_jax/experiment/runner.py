@@ -253,8 +253,9 @@ class TablePlanError(InvalidRunError, RunConfigMismatchError):
   """
 
   def __init__(self, problems: Sequence[str]):
+    problems = list(dict.fromkeys(problems))  # a problem of the spec (a --limit) is every cell's: said once
     super().__init__("\n".join(problems))
-    self.problems = list(problems)
+    self.problems = problems
 
 
 def plan_cell(cell: Cell, method, items: CellItems, backend: Backend, *, root: pathlib.Path,

@@ -192,12 +192,12 @@ def frontier_figure(record: Mapping[str, Any]):
   return fig
 
 
-def write_frontier(record: Mapping[str, Any], out_dir) -> list:
-  """<out_dir>/hieramas_frontier.{json,md,png}."""
+def write_frontier(record: Mapping[str, Any], out_dir, *, suffix: str = "") -> list:
+  """<out_dir>/hieramas_frontier<suffix>.{json,md,png} (`suffix`: a limited run's, `TableSpec.results_suffix`)."""
   import pathlib  # pylint: disable=import-outside-toplevel
   from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # pylint: disable=import-outside-toplevel
   from hieramas_jax.report.sweeps import write_figure  # pylint: disable=import-outside-toplevel
-  stem = pathlib.Path(out_dir) / "hieramas_frontier"
+  stem = pathlib.Path(out_dir) / f"hieramas_frontier{suffix}"
   atomic_write_json(stem.with_suffix(".json"), json.loads(json.dumps(record)))
   atomic_write_text(stem.with_suffix(".md"), frontier_markdown(record))
   write_figure(frontier_figure(record), stem.with_suffix(".png"))
