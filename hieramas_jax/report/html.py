@@ -276,19 +276,21 @@ def samples_section(n_cells: int | None) -> str:
   if n_cells is None:
     return missing("The sample browser is written by write_report (make report), beside this page.")
   if not n_cells:
-    return missing("No cell with a run directory in results/table1.json or table3.json: nothing to browse.")
+    return missing("No cell with a run directory on this machine in results/table1*.json, table3*.json or "
+                   "hieramas_*.json (or --run_root): nothing to browse.")
   return (f'<p><a href="samples/index.html" data-samples>Browse every test query of {n_cells} cells</a>: '
           "each call's prompt and response, the extracted and gold answers, the grade, cost and tokens, the "
           "chosen configuration and graph; filters by method, benchmark and correctness; two methods side by "
           "side. Offline: samples/ beside this page.</p>")
 
 
-def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path, *,
-                 samples: bool = True) -> tuple[pathlib.Path, Page]:
-  """index.html in `out_dir`, and (with `samples`) the sample browser in `out_dir`/samples."""
+def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path, *, samples: bool = True,
+                 run_root: str | pathlib.Path | None = None) -> tuple[pathlib.Path, Page]:
+  """index.html in `out_dir`, and (with `samples`) the sample browser in `out_dir`/samples (the cells of
+  `results`, and every cell directory under `run_root` when given)."""
   from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
   from hieramas_jax.report.samples import write_samples  # pylint: disable=import-outside-toplevel
-  n_cells = write_samples(results, pathlib.Path(out_dir) / "samples")[1] if samples else None
+  n_cells = write_samples(results, pathlib.Path(out_dir) / "samples", run_root)[1] if samples else None
   text, page = build_report(results, n_cells)
   path = pathlib.Path(out_dir) / "index.html"
   atomic_write_text(path, text)
