@@ -33,6 +33,7 @@ from hieramas_jax.report import paper
 from hieramas_jax.report.hieramas_figures import curves_section, figure3_section, figure4_section
 from hieramas_jax.report.page import Page, is_sim, load_json, missing, pyplot, sim_caption
 from hieramas_jax.report.paper import POOL_TITLES
+from hieramas_jax.report.plotting import log_cost_axis
 from hieramas_jax.report.stats import error_bars, pareto_front, wilson_interval
 
 
@@ -60,7 +61,6 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       groups.setdefault((c["benchmark"], c["pool"], c["setting"]), []).append(c)
     keys = sorted(groups)
     plt = pyplot()
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # pylint: disable=C0415
     labels = sorted({c["label"] for cs in groups.values() for c in cs}, key=paper.order_key)
     styles = _method_styles(labels)
     frontier = (load_json(results / "hieramas_frontier.json") or {}).get("settings") or {} if name == "table1" else {}
@@ -89,10 +89,7 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
         hp = sorted((h["mean_cost_usd"], h["accuracy"]) for h in setting["hieramas"])
         ax.plot([x for x, _ in hp], [y for _, y in hp], "*:", color=styles.get("hieramas", {}).get("color", "C3"),
                 ms=6, lw=1, zorder=3, label="HieraMAS over cost weights k")
-      ax.set_xscale("log")
-      ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-      ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-      ax.xaxis.set_minor_formatter(NullFormatter())
+      log_cost_axis(ax)
       ax.tick_params(labelsize=7)
       ax.set(xlabel="USD per query (log)", ylabel="accuracy % (95% CI)")
       ax.set_title(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
@@ -171,7 +168,7 @@ def calibration_section(page: Page, results: pathlib.Path) -> str:
       ax_val.axhline(val["average"], color="C1", ls="--", lw=1, label=f"sim average {val['average']:.2f}")
     if val.get("target") is not None:
       ax_val.axhline(val["target"], color="k", ls=":", lw=1, label=f"paper average {val['target']:.2f}")
-    ax_val.set_ylim(max(0, min(c["accuracy"] for c in cells) - 15), 100)
+    ax_val.set_ylim(0, 100)  # bars from zero: a cut axis makes small differences look large
     ax_val.set(ylabel="Full-Graph accuracy %", title="validation: Full-Graph (never fitted)")
     ax_val.legend(fontsize=7)
   else:

@@ -124,6 +124,7 @@ def sweep_figure(record: Mapping[str, Any]):
     ax.set_xticks(sorted(record["grid"][axis]))
   ax_acc.set(xlabel=axis, ylabel="accuracy % (95% interval)", title="accuracy")
   ax_cost.set(xlabel=axis, ylabel="USD per query", title="inference cost")
+  ax_cost.set_ylim(bottom=0)  # from zero: a 0.4% difference drawn full height read as a large one
   if series or paper:
     ax_acc.legend(fontsize=7)
     ax_cost.legend(fontsize=7)
