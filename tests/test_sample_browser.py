@@ -41,7 +41,7 @@ def _browsable(tmp_path):
   ids = sorted(data_lib.items_by_id("math"))[:N]
   runs, results = tmp_path / "runs", tmp_path / "results"
   results.mkdir()
-  cells = {f"{m}|math|gpt-5-mini|main|seed0": _cell(runs, m, "gpt-5-mini", ids, lambda k, m=m: 0.001 * ((k * 7) % N + 1))
+  cells = {f"{m}|math|gpt-5-mini|main|seed0": _cell(runs, m, "gpt-5-mini", ids, lambda k: 0.001 * ((k * 7) % N + 1))
            for m in ("base", "cot")}
   cells["sc|math|gpt-5-mini|main|seed0"] = {"method": "sc", "benchmark": "math", "pool": "gpt-5-mini",
                                             "run_dir": str(tmp_path / "elsewhere" / "sc")}  # not on this machine

@@ -163,8 +163,9 @@ class LiveDisplay:
     with self._lock:
       now = time.monotonic()
       rows = [self.row_text(k, r, now).rstrip() for k, r in self._cells(final)]
-      header = " ".join(f"{c:<{w}}" if i < 2 else f"{c:>{w}}"
-                        for i, (c, w) in enumerate(zip(("cell", "stage", "progress", "rate", "eta"), WIDTHS))) + f" {'acc':>{NOTE_WIDTH}}"
+      names = ("cell", "stage", "progress", "rate", "eta")
+      header = " ".join(f"{c:<{w}}" if i < 2 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(names, WIDTHS))) \
+          + f" {'acc':>{NOTE_WIDTH}}"
       return ([header.rstrip()] + rows if rows else []) + [self.table_line()]
 
   def _render(self, final: bool = False):

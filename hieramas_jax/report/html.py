@@ -34,6 +34,7 @@ from hieramas_jax.report.hieramas_figures import curves_section, figure3_section
 from hieramas_jax.report.page import Page, is_sim, load_json, missing, pyplot, sim_caption
 from hieramas_jax.report.paper import POOL_TITLES
 from hieramas_jax.report.plotting import log_cost_axis
+from hieramas_jax.report.samples import table_files
 from hieramas_jax.report.stats import error_bars, pareto_front, wilson_interval
 
 
@@ -44,7 +45,9 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
   from hieramas_jax.report.table1 import derive  # pylint: disable=import-outside-toplevel
   body = []
   for name in ("table1", "table3"):
-    record = load_json(results / f"{name}.json")
+    # The full table, else a limited run's (a quick look's results directory holds table1_limit3*.json).
+    found = table_files(results, (name,))
+    record = load_json(found[0]) if found else None
     if not record or "cells" not in record:
       body.append(missing(f"results/{name}.json is missing: run `make reproduce-table1`"
                           + (" and `make reproduce-table3`" if name == "table3" else "") + "."))
@@ -104,9 +107,9 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
                frameon=False)
     fig.suptitle(sim_caption(f"Cost against accuracy ({name})", record))
     fig.tight_layout(rect=(0, (0.2 + 0.17 * -(-len(handles) // 6)) / height, 1, 1))
-    body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{name}.json: mean cost per test "
-                            "query against accuracy with its 95% interval (bootstrap over queries; Wilson where "
-                            "the file holds no per-query outcomes); one colour and marker per method (legend "
+    body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{found[0].name}: mean cost "
+                            "per test query against accuracy with its 95% interval (bootstrap over queries; Wilson "
+                            "where the file holds no per-query outcomes); one colour and marker per method (legend "
                             "below), HieraMAS a large red star; dashed grey: the Pareto front (no method both cheaper "
                             "and more accurate)"
                             + ("; dotted red stars: HieraMAS trained over cost weights k "

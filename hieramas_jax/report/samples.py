@@ -34,10 +34,10 @@ _FIELDS = ("n_calls", "prompt_tokens", "completion_tokens", "cached_calls")
 CHUNK = 25
 
 
-def _table_files(results: pathlib.Path) -> list[pathlib.Path]:
+def table_files(results: pathlib.Path, names=("table1", "table3")) -> list[pathlib.Path]:
   """table1.json and table3.json first, then limited runs' (table1_limit3_train8.json: a quick look)."""
-  files = [results / f"{n}.json" for n in ("table1", "table3")]
-  files += sorted(f for n in ("table1", "table3") for f in results.glob(f"{n}_*.json"))
+  files = [results / f"{n}.json" for n in names]
+  files += sorted(f for n in names for f in results.glob(f"{n}_*.json"))
   return [f for f in files if f.exists()]
 
 
@@ -62,7 +62,7 @@ def sample_cells(results: pathlib.Path, run_root: pathlib.Path | None = None) ->
   """Every cell the browser may show: Table 1 and 3 cells (limited runs' too), HieraMAS results files of
   other run dirs, and every cell directory under `run_root`; each run directory once."""
   cells, seen = [], set()
-  for f in _table_files(results):
+  for f in table_files(results):
     record = load_json(f) or {}
     for key, c in sorted((record.get("cells") or {}).items()):
       if c.get("run_dir") and c["run_dir"] not in seen:
