@@ -57,13 +57,20 @@ def test_a_table_plan_error_prints_one_line_per_problem_and_a_bug_keeps_its_trac
     run_or_exit(bug)
 
 
-def test_a_cut_down_calibration_refuses_to_overwrite_the_committed_one(tmp_path):
+@pytest.mark.parametrize("argv, message", [
+    (["experiments/calibrate_sim.py", "--sections=single", "--n_items=200", "--wandb=false"],
+     "error: a calibration cut by --sections=single --n_items=200 would overwrite results/calibration.json (the "
+     "full one): pass --out_dir=DIR"),
+    (["experiments/bench_table1.py", "--limit=5", "--train_limit=16"],
+     "error: a run cut by --limit=5 --train_limit=16 would overwrite the full table's timings in "
+     "results/bench.json: pass --out=FILE"),
+])
+def test_a_cut_down_run_refuses_to_overwrite_the_committed_result(argv, message):
   import os, subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports
   from hieramas_jax.paths import REPO_DIR  # pylint: disable=import-outside-toplevel
-  proc = subprocess.run([sys.executable, "experiments/calibrate_sim.py", "--sections=single", "--n_items=200",
-                         "--wandb=false", f"--run_root={tmp_path / 'runs'}"], cwd=REPO_DIR, capture_output=True,
-                        text=True, check=False, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
+  before = (REPO_DIR / "results" / "bench.json").read_bytes()
+  proc = subprocess.run([sys.executable, *argv], cwd=REPO_DIR, capture_output=True, text=True, check=False,
+                        timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
   assert proc.returncode == 2
-  assert proc.stderr.strip() == ("error: a calibration cut by --sections=single --n_items=200 would overwrite "
-                                 "results/calibration.json (the full one): pass --out_dir=DIR")
-  assert not (tmp_path / "runs").exists()
+  assert proc.stderr.strip() == message
+  assert (REPO_DIR / "results" / "bench.json").read_bytes() == before
