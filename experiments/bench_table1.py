@@ -15,8 +15,8 @@ from absl import flags
 from hieramas_jax.bench import table1
 from hieramas_jax.bench.results import BENCH_FILE
 from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.cli import refuse_cut_run
 from hieramas_jax.experiment.rundir import repo_relative
-from hieramas_jax.experiment.spec import InvalidRunError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("limit", None, "Only the first N test queries (a quick check; the goal is for the full table).")
@@ -31,10 +31,8 @@ flags.DEFINE_string("work_dir", None, "Where the cold cache and run roots go (de
 
 
 def main():
-  limits = [f"--{n}={FLAGS[n].value}" for n in ("limit", "train_limit") if FLAGS[n].value is not None]
-  if limits and FLAGS["out"].using_default_value:  # a quick check's timings are not the table's
-    raise InvalidRunError(f"a run cut by {' '.join(limits)} would overwrite the full table's timings in "
-                          f"{repo_relative(FLAGS.out)}: pass --out=FILE")
+  refuse_cut_run(FLAGS, ("limit", "train_limit"), out_flag="out",
+                 overwrites=f"the table's timings in {repo_relative(FLAGS.out)}")  # a quick check's are not
   table1.run(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods, segments=FLAGS.segments,
              method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir)
 

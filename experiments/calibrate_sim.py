@@ -18,7 +18,7 @@ from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
 from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS, check_models, check_sections,
                                                  run_calibration)
-from hieramas_jax.experiment.cli import open_backends, selected_flags
+from hieramas_jax.experiment.cli import open_backends, refuse_cut_run, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import InvalidRunError
@@ -65,11 +65,8 @@ def check_flags() -> tuple[list[str], list[str], list[int]]:
   if not seeds:
     raise InvalidRunError("--code_seeds needs at least one seed")
   # A cut-down calibration (a quick look) would overwrite the committed full one: it names its own --out_dir.
-  cut = [f"--{n}={','.join(map(str, v)) if isinstance(v, list) else v}" for n in PARTIAL_FLAGS
-         if (v := FLAGS[n].value) != FLAGS[n].default]
-  if cut and FLAGS["out_dir"].using_default_value:
-    raise InvalidRunError(f"a calibration cut by {' '.join(cut)} would overwrite {repo_relative(FLAGS.out_dir)}"
-                          "/calibration.json (the full one): pass --out_dir=DIR")
+  refuse_cut_run(FLAGS, PARTIAL_FLAGS, out_flag="out_dir",
+                 overwrites=f"{repo_relative(FLAGS.out_dir)}/calibration.json")
   return check_models(FLAGS.models), check_sections(FLAGS.sections), seeds
 
 

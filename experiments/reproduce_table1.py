@@ -24,7 +24,9 @@ from absl import flags
 
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
-from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, refuse_cut_run, run_spec,
+                                        selected_flags)
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.dry_run import dry_run_report
 from hieramas_jax.experiment.spec import InvalidRunError, TableSpec, parse_method_options
@@ -86,6 +88,12 @@ def build_spec() -> TableSpec:
 
 def main():
   spec = build_spec()
+  if not FLAGS.dry_run and not spec.results_suffix():  # a limited run writes under its own suffix
+    # A table of some methods, benchmarks or pools is not Table 1 (Table 3's one benchmark is its whole).
+    name = "table1" if spec.setting == "main" else "table3"
+    refuse_cut_run(FLAGS, ("methods", "benchmarks", "pools"), out_flag="out_dir",
+                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}.json",
+                   allowed={"benchmarks": ["mmlu_redux"]} if spec.setting == "generalization" else None)
   if FLAGS.dry_run:
     print(dry_run_report(spec, FLAGS))
     return

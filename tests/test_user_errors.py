@@ -59,18 +59,23 @@ def test_a_table_plan_error_prints_one_line_per_problem_and_a_bug_keeps_its_trac
 
 @pytest.mark.parametrize("argv, message", [
     (["experiments/calibrate_sim.py", "--sections=single", "--n_items=200", "--wandb=false"],
-     "error: a calibration cut by --sections=single --n_items=200 would overwrite results/calibration.json (the "
+     "error: a run cut by --sections=single --n_items=200 would overwrite results/calibration.json (the "
      "full one): pass --out_dir=DIR"),
     (["experiments/bench_table1.py", "--limit=5", "--train_limit=16"],
-     "error: a run cut by --limit=5 --train_limit=16 would overwrite the full table's timings in "
-     "results/bench.json: pass --out=FILE"),
+     "error: a run cut by --limit=5 --train_limit=16 would overwrite the table's timings in results/bench.json "
+     "(the full one): pass --out=FILE"),
+    (["experiments/reproduce_table1.py", "--methods=hieramas", "--wandb=false"],  # (--limit: a suffixed name)
+     "error: a run cut by --methods=hieramas would overwrite results/table1.json (the full one): pass "
+     "--out_dir=DIR"),
 ])
 def test_a_cut_down_run_refuses_to_overwrite_the_committed_result(argv, message):
   import os, subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports
   from hieramas_jax.paths import REPO_DIR  # pylint: disable=import-outside-toplevel
-  before = (REPO_DIR / "results" / "bench.json").read_bytes()
+  def snapshot():
+    return {p.name: p.stat().st_mtime_ns for p in (REPO_DIR / "results").glob("*.json")}
+  before = snapshot()
   proc = subprocess.run([sys.executable, *argv], cwd=REPO_DIR, capture_output=True, text=True, check=False,
                         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
   assert proc.returncode == 2
   assert proc.stderr.strip() == message
-  assert (REPO_DIR / "results" / "bench.json").read_bytes() == before
+  assert snapshot() == before  # nothing under results/ written

@@ -126,6 +126,24 @@ def default_run_root(flag_values: Any, spec: Any) -> str:
   return run_root + spec.limits_suffix()
 
 
+def refuse_cut_run(flag_values: Any, names: Iterable[str], *, out_flag: str, overwrites: str,
+                   allowed: Mapping[str, Any] | None = None) -> None:
+  """Refuses a cut-down run (any of `names` off its default) whose output would land on the committed
+  full-size result (`out_flag` at its default): one error naming the flags, the file and the fix.
+
+  Why: a quick check with the default output place replaced a committed result by a few queries'
+  (calibration.json, bench.json, a one-method table1.json). Limited test/train/val splits are suffixed
+  instead (`TableSpec.results_suffix`); `allowed` lists values that are not a cut (Table 3's benchmark).
+  """
+  allowed = allowed or {}
+  cut = [f"--{n}={','.join(map(str, v)) if isinstance(v, list) else v}" for n in names
+         if (v := flag_values[n].value) != flag_values[n].default and v != allowed.get(n)]
+  if cut and flag_values[out_flag].using_default_value:
+    from hieramas_jax.experiment.spec import InvalidRunError  # pylint: disable=import-outside-toplevel
+    raise InvalidRunError(f"a run cut by {' '.join(cut)} would overwrite {overwrites} (the full one): "
+                          f"pass --{out_flag}=" + ("FILE" if out_flag == "out" else "DIR"))
+
+
 def selected_flags(flag_values: Any, names) -> dict[str, Any]:
   """The values of the named flags (for config.json and provenance; redacted there)."""
   return {n: flag_values[n].value for n in names if n in flag_values}
