@@ -272,3 +272,13 @@ def test_a_path_flag_matches_the_way_a_result_records_it():
   assert sweep._same("<outside the repo>/runs", "/tmp/x/runs")  # pylint: disable=protected-access
   assert sweep._same("runs/table1", str(REPO / "runs" / "table1"))  # pylint: disable=protected-access
   assert not sweep._same("<outside the repo>/runs", "/tmp/x/other")  # pylint: disable=protected-access
+
+
+def test_a_limited_sweep_point_reads_the_suffixed_results_file_its_program_writes(tmp_path):
+  spec = sweep.load_spec(_spec(tmp_path, {"name": "s", "program": "experiments/train_hieramas.py",
+                                          "flags": {"benchmark": "mmlu_redux", "pool": "gpt-5-mini", "tag": "k{k_pool}",
+                                                    "train_limit": 512},
+                                          "grid": {"k_pool": [50]}}))
+  (point,) = sweep.grid_points(spec)
+  assert sweep.results_file(spec, point).name == "hieramas_mmlu_redux_gpt-5-mini_k50.json"  # 512: the default
+  assert sweep.results_file(spec, point, ("--limit=8",)).name == "hieramas_mmlu_redux_gpt-5-mini_k50_limit8.json"
