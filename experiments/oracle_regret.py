@@ -17,8 +17,9 @@ from absl import flags
 
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
-from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, refuse_cut_run, run_spec, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import TableSpec, parse_method_options
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
@@ -71,12 +72,14 @@ def build_spec() -> TableSpec:
 
 def main():
   spec = build_spec()
+  suffix = spec.results_suffix()
+  refuse_cut_run(FLAGS, ("benchmarks", "pools"), out_flag="out_dir", suffix=suffix,
+                 overwrites=f"{repo_relative(FLAGS.out_dir)}/regret.json")
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
   table = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                    max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                    sim_process=FLAGS.sim_process)
   record = regret_record(table)
-  suffix = spec.results_suffix()
   atomic_write_json(f"{FLAGS.out_dir}/regret{suffix}.json", record)
   atomic_write_text(f"{FLAGS.out_dir}/regret{suffix}.md", regret_markdown(record))
   if FLAGS.wandb:

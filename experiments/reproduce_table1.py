@@ -88,11 +88,11 @@ def build_spec() -> TableSpec:
 
 def main():
   spec = build_spec()
-  if not FLAGS.dry_run and not spec.results_suffix():  # a limited run writes under its own suffix
+  if not FLAGS.dry_run:
     # A table of some methods, benchmarks or pools is not Table 1 (Table 3's one benchmark is its whole).
     name = "table1" if spec.setting == "main" else "table3"
     refuse_cut_run(FLAGS, ("methods", "benchmarks", "pools"), out_flag="out_dir",
-                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}.json",
+                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}.json", suffix=spec.results_suffix(),
                    allowed={"benchmarks": ["mmlu_redux"]} if spec.setting == "generalization" else None)
   if FLAGS.dry_run:
     print(dry_run_report(spec, FLAGS))

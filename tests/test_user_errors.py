@@ -67,6 +67,15 @@ def test_a_table_plan_error_prints_one_line_per_problem_and_a_bug_keeps_its_trac
     (["experiments/reproduce_table1.py", "--methods=hieramas", "--wandb=false"],  # (--limit: a suffixed name)
      "error: a run cut by --methods=hieramas would overwrite results/table1.json (the full one): pass "
      "--out_dir=DIR"),
+    # A subset of benchmarks, pools, methods, profiles or cost weights is not the committed full-size result.
+    (["experiments/oracle_regret.py", "--benchmarks=math", "--wandb=false"],
+     "error: a run cut by --benchmarks=math would overwrite results/regret.json (the full one): pass --out_dir=DIR"),
+    (["experiments/sim_sensitivity.py", "--methods=sc_cot,debate", "--profiles=low,fitted", "--wandb=false"],
+     "error: a run cut by --methods=sc_cot,debate --profiles=low,fitted would overwrite results/sim_sensitivity.json "
+     "(the full one): pass --out_dir=DIR"),
+    (["experiments/hieramas_frontier.py", "--pools=gpt-5-mini", "--ks=0,300"],
+     "error: a run cut by --pools=gpt-5-mini --ks=0,300 would overwrite results/hieramas_frontier.json (the full one): "
+     "pass --out_dir=DIR"),
 ])
 def test_a_cut_down_run_refuses_to_overwrite_the_committed_result(argv, message):
   import os, subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports

@@ -127,14 +127,17 @@ def default_run_root(flag_values: Any, spec: Any) -> str:
 
 
 def refuse_cut_run(flag_values: Any, names: Iterable[str], *, out_flag: str, overwrites: str,
-                   allowed: Mapping[str, Any] | None = None) -> None:
+                   allowed: Mapping[str, Any] | None = None, suffix: str = "") -> None:
   """Refuses a cut-down run (any of `names` off its default) whose output would land on the committed
   full-size result (`out_flag` at its default): one error naming the flags, the file and the fix.
 
   Why: a quick check with the default output place replaced a committed result by a few queries'
   (calibration.json, bench.json, a one-method table1.json). Limited test/train/val splits are suffixed
-  instead (`TableSpec.results_suffix`); `allowed` lists values that are not a cut (Table 3's benchmark).
+  instead (`TableSpec.results_suffix`): a run passing its non-empty `suffix` writes its own file and is not
+  refused. `allowed` lists values that are not a cut (Table 3's benchmark).
   """
+  if suffix:
+    return
   allowed = allowed or {}
   cut = [f"--{n}={','.join(map(str, v)) if isinstance(v, list) else v}" for n in names
          if (v := flag_values[n].value) != flag_values[n].default and v != allowed.get(n)]
