@@ -1,6 +1,7 @@
 """Regret of HieraMAS against the best static configuration, on the simulated pool: three runner rows.
 
-  python experiments/oracle_regret.py --benchmarks=humaneval_plus,math,mmlu_redux --pools=gpt-5-mini
+  python experiments/oracle_regret.py                   # make regret: every benchmark, both pools
+  python experiments/oracle_regret.py --benchmarks=math --pools=qwen3-80b --out_dir=/tmp/r   # one cell
   python experiments/oracle_regret.py --benchmarks=math --budget=600 --limit=30 --out_dir=/tmp/r
 
 Runs (or resumes, or just reads) the cells `static_search` (whose fit is the successive-halving search
@@ -29,7 +30,7 @@ from hieramas_jax.report.regret import SINGLE_CALL, regret_markdown, regret_reco
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("benchmarks", ["humaneval_plus", "math", "mmlu_redux"], "Benchmarks.")
-flags.DEFINE_list("pools", ["gpt-5-mini"], "Pool settings (gpt-5-mini, qwen3-80b).")
+flags.DEFINE_list("pools", ["gpt-5-mini", "qwen3-80b"], "Pool settings (those of results/regret.json by default).")
 flags.DEFINE_integer("seed", 0, "The run's one seed (graph pool, candidates, mutants, order; also the sim's).")
 flags.DEFINE_integer("budget", 8000, "Search budget per cell: (configuration x item) queries on train + val.",
                      lower_bound=1)
