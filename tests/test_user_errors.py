@@ -76,6 +76,11 @@ def test_a_table_plan_error_prints_one_line_per_problem_and_a_bug_keeps_its_trac
     (["experiments/hieramas_frontier.py", "--pools=gpt-5-mini", "--ks=0,300"],
      "error: a run cut by --pools=gpt-5-mini --ks=0,300 would overwrite results/hieramas_frontier.json (the full one): "
      "pass --out_dir=DIR"),
+    # Off the sim, results/ means results/<pool file stem>/ (cli.route_results_off_sim): checked before any call.
+    (["experiments/reproduce_table1.py", "--pool_file=launch/pools/local_smoke.toml", "--methods=base",
+      "--wandb=false"],
+     "error: a run cut by --methods=base would overwrite results/local_smoke/table1.json (the full one): pass "
+     "--out_dir=DIR"),
 ])
 def test_a_cut_down_run_refuses_to_overwrite_the_committed_result(argv, message):
   import os, subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports

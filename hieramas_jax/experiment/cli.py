@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pathlib
+import re
 import sys
+import urllib.parse
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from hieramas_jax import aio
@@ -68,6 +71,7 @@ def run(main: Callable[[], Any], *, jax_cache: bool = False) -> None:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if "verbose" in flags.FLAGS:
       quiet_console(flags.FLAGS.verbose)
+    route_results_off_sim(flags.FLAGS)
     if jax_cache:
       enable_jax_cache()
     run_or_exit(main)
@@ -147,6 +151,43 @@ def refuse_cut_run(flag_values: Any, names: Iterable[str], *, out_flag: str, ove
                           f"pass --{out_flag}=" + ("FILE" if out_flag == "out" else "DIR"))
 
 
+def off_sim_results_name(flag_values: Any) -> str | None:
+  """None for a run on the embedded sim; else the name its results are filed under: the pool file's stem
+  (`openrouter_paper`), or the backend, with the host and port of a --base_url (`custom-10.0.0.2-8000`;
+  an already-running sim's too, whose seed and version are unknown here)."""
+  if "backend" not in flag_values:
+    return None
+  if flag_values["pool_file"].value:
+    return pathlib.Path(flag_values["pool_file"].value).stem
+  backend, base_url = flag_values["backend"].value, flag_values["base_url"].value
+  if backend == "sim" and not base_url:
+    return None
+  if not base_url:
+    return backend
+  netloc = urllib.parse.urlsplit(base_url).netloc or base_url
+  return f"{backend}-" + re.sub(r"[^A-Za-z0-9._]+", "-", netloc).strip("-")
+
+
+def route_results_off_sim(flag_values: Any) -> None:
+  """A run off the embedded sim reads and writes results/<name>/ (`off_sim_results_name`) wherever it
+  would read or write results/: every flag still at a default naming results/ or a file in it (--out_dir,
+  the frontier's --table1) gets that default moved, so a flag given explicitly still wins and
+  `refuse_cut_run` still sees a default.
+
+  Why: results/ holds the committed simulated tables; the README's paid run
+  (`reproduce_table1.py --pool_file=launch/pools/openrouter_paper.toml --max_usd=20`) replaced
+  results/table1.json with its own. Now it writes results/openrouter_paper/table1.json, which
+  `make_report --results=results/openrouter_paper` reads.
+  """
+  from hieramas_jax.paths import RESULTS_DIR  # pylint: disable=import-outside-toplevel
+  name = off_sim_results_name(flag_values)
+  if not name:
+    return
+  for flag_name in flag_values.flag_values_dict():
+    flag = flag_values[flag_name]
+    default = pathlib.Path(flag.default) if isinstance(flag.default, str) and flag.default else None
+    if flag.using_default_value and default is not None and RESULTS_DIR in (default, default.parent):
+      flag_values.set_default(flag_name, str(RESULTS_DIR / name / default.relative_to(RESULTS_DIR)))
 def selected_flags(flag_values: Any, names) -> dict[str, Any]:
   """The values of the named flags (for config.json and provenance; redacted there)."""
   return {n: flag_values[n].value for n in names if n in flag_values}
