@@ -1,5 +1,6 @@
 """Figures whose axes do not mislead, checked on the drawn figure: no two labels overlap in the frontier
-(committed results), cost axes start at zero or are log axes with plain ticks, bars start at zero."""
+(committed results) and none runs off its panel, cost axes start at zero or are log axes with plain
+ticks, bars start at zero."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from hieramas_jax.paths import RESULTS_DIR
 from hieramas_jax.report.frontier import frontier_figure
-from hieramas_jax.report.plotting import label_points, overlapping_labels
+from hieramas_jax.report.plotting import label_points, labels_outside_axes, overlapping_labels
 from hieramas_jax.report.sweeps import sweep_figure, sweep_record
 
 
@@ -34,10 +35,27 @@ def test_point_labels_close_together_are_merged_and_none_overlap():
   assert overlapping_labels(fig) == []
 
 
+def test_a_label_stays_inside_the_axes_when_every_place_clashes():
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  fig, ax = plt.subplots(figsize=(3, 2))  # ten long labels in a small panel: no place is free for the last ones
+  xs, ys = list(range(1, 11)), [50, 52, 48, 51, 49, 50.5, 49.5, 50, 51, 50]
+  ax.plot(xs, ys, "o")
+  ax.set_xlim(0.5, 10.2)
+  ax.set_ylim(40, 60)
+  anns = label_points(ax, [(x, y, f"Method-{x}-long-name", "C0") for x, y in zip(xs, ys)])
+  assert len(anns) == 10
+  assert labels_outside_axes(fig) == []  # (they ran off the right edge: "GDesigner" on the MATH panels)
+  # A label moved far from its point gets a leader line to it; one beside its point none.
+  far = [a for a in anns if max(abs(v) for v in a.xyann) > 14]
+  assert far and all(a.arrow_patch is not None for a in far)
+  assert all(a.arrow_patch is None for a in anns if a not in far)
+
+
 def test_the_committed_frontier_has_no_overlapping_labels_and_readable_titles():
   record = json.loads((RESULTS_DIR / "hieramas_frontier.json").read_text())
   fig = frontier_figure(record)
   assert overlapping_labels(fig) == []
+  assert labels_outside_axes(fig) == []  # every point label inside its panel
   titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
   assert titles and all("HieraMAS's frontier" in t and "the baselines' front" in t for t in titles)
   # Plain tick labels on the log cost axes ("0.002", not "2x10^-3" stacked on each other).
