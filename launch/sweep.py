@@ -104,9 +104,15 @@ def point_command(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> list[
 
 def results_file(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> pathlib.Path:
   """The point's results file; a point run with limits (its flags or --extra) writes its limits' suffix
-  (`TableSpec.results_suffix`), as the suite's programs do, never the full-size file."""
+  (`TableSpec.results_suffix`), as the suite's programs do, never the full-size file; one off the
+  embedded sim (--extra=--pool_file=...) writes under results/<its name>/ (`cli.route_results_off_sim`)."""
+  from hieramas_jax.experiment.cli import off_sim_results_name  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.paths import RESULTS_DIR  # pylint: disable=import-outside-toplevel
   path = REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
   v = _point_flags(spec, point, extra)
+  name = off_sim_results_name(v.get("pool_file"), v.get("backend") or "sim", v.get("base_url"))
+  if name and path.parent == RESULTS_DIR and not v.get("out_dir"):
+    path = RESULTS_DIR / name / path.name
   if not any(v.get(k) not in (None, "") for k in ("limit", "train_limit", "val_limit")):
     return path
   return path.with_name(path.stem + _point_table(v).results_suffix() + path.suffix)

@@ -282,3 +282,7 @@ def test_a_limited_sweep_point_reads_the_suffixed_results_file_its_program_write
   (point,) = sweep.grid_points(spec)
   assert sweep.results_file(spec, point).name == "hieramas_mmlu_redux_gpt-5-mini_k50.json"  # 512: the default
   assert sweep.results_file(spec, point, ("--limit=8",)).name == "hieramas_mmlu_redux_gpt-5-mini_k50_limit8.json"
+  # Off the embedded sim the point's program writes under results/<pool file stem>/ (cli.route_results_off_sim).
+  assert sweep.results_file(spec, point, ("--pool_file=launch/pools/local_smoke.toml",)) == \
+      REPO / "results" / "local_smoke" / "hieramas_mmlu_redux_gpt-5-mini_k50.json"
+  assert sweep.results_file(spec, point).parent == REPO / "results"

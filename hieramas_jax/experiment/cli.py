@@ -151,15 +151,12 @@ def refuse_cut_run(flag_values: Any, names: Iterable[str], *, out_flag: str, ove
                           f"pass --{out_flag}=" + ("FILE" if out_flag == "out" else "DIR"))
 
 
-def off_sim_results_name(flag_values: Any) -> str | None:
+def off_sim_results_name(pool_file: str | None, backend: str = "sim", base_url: str | None = None) -> str | None:
   """None for a run on the embedded sim; else the name its results are filed under: the pool file's stem
   (`openrouter_paper`), or the backend, with the host and port of a --base_url (`custom-10.0.0.2-8000`;
   an already-running sim's too, whose seed and version are unknown here)."""
-  if "backend" not in flag_values:
-    return None
-  if flag_values["pool_file"].value:
-    return pathlib.Path(flag_values["pool_file"].value).stem
-  backend, base_url = flag_values["backend"].value, flag_values["base_url"].value
+  if pool_file:
+    return pathlib.Path(pool_file).stem
   if backend == "sim" and not base_url:
     return None
   if not base_url:
@@ -180,7 +177,10 @@ def route_results_off_sim(flag_values: Any) -> None:
   `make_report --results=results/openrouter_paper` reads.
   """
   from hieramas_jax.paths import RESULTS_DIR  # pylint: disable=import-outside-toplevel
-  name = off_sim_results_name(flag_values)
+  if "backend" not in flag_values:
+    return
+  name = off_sim_results_name(flag_values["pool_file"].value, flag_values["backend"].value,
+                              flag_values["base_url"].value)
   if not name:
     return
   for flag_name in flag_values.flag_values_dict():
