@@ -188,6 +188,8 @@ def route_results_off_sim(flag_values: Any) -> None:
     default = pathlib.Path(flag.default) if isinstance(flag.default, str) and flag.default else None
     if flag.using_default_value and default is not None and RESULTS_DIR in (default, default.parent):
       flag_values.set_default(flag_name, str(RESULTS_DIR / name / default.relative_to(RESULTS_DIR)))
+
+
 def selected_flags(flag_values: Any, names) -> dict[str, Any]:
   """The values of the named flags (for config.json and provenance; redacted there)."""
   return {n: flag_values[n].value for n in names if n in flag_values}
