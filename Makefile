@@ -123,8 +123,10 @@ bench-table1: install
 	$(PY) experiments/bench_table1.py
 
 # results/table{2,6,7}.{md,json} from the ablation runs, then results/report/index.html (one page, offline).
+# A quick look's or another run's: make report RESULTS=/tmp/t1 [RUN_ROOT=runs/table1-limit3-train8]
+RESULTS ?= results
 report: install
-	$(PY) experiments/make_report.py
+	$(PY) experiments/make_report.py --results=$(RESULTS) $(if $(RUN_ROOT),--run_root=$(RUN_ROOT))
 
 # The same views as a W&B report (needs the runs uploaded: make wandb-sync): WANDB_ENTITY=... make wandb-report
 wandb-report: install

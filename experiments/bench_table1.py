@@ -15,6 +15,8 @@ from absl import flags
 from hieramas_jax.bench import table1
 from hieramas_jax.bench.results import BENCH_FILE
 from hieramas_jax.experiment import cli
+from hieramas_jax.experiment.cli import refuse_cut_run
+from hieramas_jax.experiment.rundir import repo_relative
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("limit", None, "Only the first N test queries (a quick check; the goal is for the full table).")
@@ -29,6 +31,8 @@ flags.DEFINE_string("work_dir", None, "Where the cold cache and run roots go (de
 
 
 def main():
+  refuse_cut_run(FLAGS, ("limit", "train_limit"), out_flag="out",
+                 overwrites=f"the table's timings in {repo_relative(FLAGS.out)}")  # a quick check's are not
   table1.run(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods, segments=FLAGS.segments,
              method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir)
 

@@ -18,8 +18,9 @@ from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
 from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS, check_models, check_sections,
                                                  run_calibration)
-from hieramas_jax.experiment.cli import open_backends, selected_flags
+from hieramas_jax.experiment.cli import open_backends, refuse_cut_run, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -47,6 +48,8 @@ flags.DEFINE_bool("wandb", True, "Log calibration.json as a W&B run (offline unl
 define_backend_flags()
 define_verbose_flag()
 
+# Flags that cut the calibration down from the full one results/calibration.json holds.
+PARTIAL_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds")
 RUN_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds", "seed", "tolerance",
              "out_dir", "run_root", "max_queries", "wandb") + BACKEND_FLAG_NAMES
 
@@ -61,6 +64,9 @@ def check_flags() -> tuple[list[str], list[str], list[int]]:
     raise InvalidRunError(f"--code_seeds must be integers, got {','.join(FLAGS.code_seeds)}") from None
   if not seeds:
     raise InvalidRunError("--code_seeds needs at least one seed")
+  # A cut-down calibration (a quick look) would overwrite the committed full one: it names its own --out_dir.
+  refuse_cut_run(FLAGS, PARTIAL_FLAGS, out_flag="out_dir",
+                 overwrites=f"{repo_relative(FLAGS.out_dir)}/calibration.json")
   return check_models(FLAGS.models), check_sections(FLAGS.sections), seeds
 
 

@@ -19,9 +19,11 @@ from absl import flags
 from hieramas_jax import aio
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
-from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, open_backends, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, open_backends, refuse_cut_run,
+                                        selected_flags)
 from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.frontier import DEFAULT_KS, RECIPE_METHODS, frontier_specs, run_frontier
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
@@ -72,6 +74,9 @@ def main():
   _check_recipes(FLAGS.recipes)
   specs = frontier_specs(FLAGS.benchmarks, FLAGS.pools, ks, FLAGS.recipes, seed=FLAGS.seed,
                          train_limit=FLAGS.train_limit, val_limit=FLAGS.val_limit, test_limit=FLAGS.limit)
+  suffix = specs[0][0].results_suffix()
+  refuse_cut_run(FLAGS, ("benchmarks", "pools", "ks", "recipes"), out_flag="out_dir", suffix=suffix,
+                 overwrites=f"{repo_relative(FLAGS.out_dir)}/hieramas_frontier.json")
 
   async def go():
     async with open_backends(FLAGS, (FLAGS.seed,), sim_process=FLAGS.sim_process) as backends:
@@ -83,7 +88,7 @@ def main():
   table1 = pathlib.Path(FLAGS.table1)
   baseline_cells = json.loads(table1.read_text())["cells"] if table1.exists() else {}
   record = frontier_record(cells, baseline_cells, k_of, prov)
-  for path in write_frontier(record, FLAGS.out_dir):
+  for path in write_frontier(record, FLAGS.out_dir, suffix=suffix):
     print(f"wrote {path}")
   for s in record["settings"].values():
     print(f"  {s['benchmark']}/{s['pool']}: HieraMAS frontier {s['position']} the baselines' Pareto front")

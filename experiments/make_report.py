@@ -2,6 +2,7 @@
 
   python experiments/make_report.py    # results/table{2,6,7}.*, stage1_recipe.*, hieramas_cells.*, report/
   python experiments/make_report.py --results=/tmp/r --out_dir=/tmp/r/report
+  python experiments/make_report.py --results=/tmp/t1 --run_root=runs/table1-limit3-train8   # a quick look
 
 First Tables 2, 6 and 7 from the HieraMAS ablation results files (`report/ablations.py`), then one
 self-contained page with every table and figure (`report/html.py`) and the sample browser beside it
@@ -28,6 +29,8 @@ flags.DEFINE_string("results", str(RESULTS_DIR), "The results directory the repo
 flags.DEFINE_string("out_dir", None, "Where index.html goes (default: <results>/report).")
 flags.DEFINE_bool("samples", True, "Also write the sample browser (<out_dir>/samples/: every query of every cell "
                   "with a run directory on this machine).")
+flags.DEFINE_string("run_root", None, "Also browse every cell directory under this run root (a run with no "
+                    "results file yet, or a quick look's).")
 flags.DEFINE_bool("tables", True, "Also (re)write table2/6/7, stage1_recipe and hieramas_cells into --results first.")
 
 
@@ -52,7 +55,10 @@ def main():
     written += write_ablation_tables(results, results, prov)
     written += write_stage1_recipe(results, results, prov)
     written += write_hieramas_cells(results, results, prov)
-  path, page = write_report(results, FLAGS.out_dir or results / "report", samples=FLAGS.samples)
+  if FLAGS.run_root is not None and not pathlib.Path(FLAGS.run_root).is_dir():
+    raise UserError(f"--run_root={FLAGS.run_root} is not a directory")
+  path, page = write_report(results, FLAGS.out_dir or results / "report", samples=FLAGS.samples,
+                            run_root=FLAGS.run_root)
   written.append(path)
   print(f"wrote {', '.join(str(p) for p in written)} ({len(page.figures)} figures, {len(page.sections)} sections)")
 

@@ -1,6 +1,7 @@
 """Regret of HieraMAS against the best static configuration, on the simulated pool: three runner rows.
 
-  python experiments/oracle_regret.py --benchmarks=humaneval_plus,math,mmlu_redux --pools=gpt-5-mini
+  python experiments/oracle_regret.py                   # make regret: every benchmark, both pools
+  python experiments/oracle_regret.py --benchmarks=math --pools=qwen3-80b --out_dir=/tmp/r   # one cell
   python experiments/oracle_regret.py --benchmarks=math --budget=600 --limit=30 --out_dir=/tmp/r
 
 Runs (or resumes, or just reads) the cells `static_search` (whose fit is the successive-halving search
@@ -17,8 +18,9 @@ from absl import flags
 
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
-from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, refuse_cut_run, run_spec, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import TableSpec, parse_method_options
 from hieramas_jax.experiment.writers import log_result_run
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
@@ -28,7 +30,7 @@ from hieramas_jax.report.regret import SINGLE_CALL, regret_markdown, regret_reco
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("benchmarks", ["humaneval_plus", "math", "mmlu_redux"], "Benchmarks.")
-flags.DEFINE_list("pools", ["gpt-5-mini"], "Pool settings (gpt-5-mini, qwen3-80b).")
+flags.DEFINE_list("pools", ["gpt-5-mini", "qwen3-80b"], "Pool settings (those of results/regret.json by default).")
 flags.DEFINE_integer("seed", 0, "The run's one seed (graph pool, candidates, mutants, order; also the sim's).")
 flags.DEFINE_integer("budget", 8000, "Search budget per cell: (configuration x item) queries on train + val.",
                      lower_bound=1)
@@ -71,12 +73,14 @@ def build_spec() -> TableSpec:
 
 def main():
   spec = build_spec()
+  suffix = spec.results_suffix()
+  refuse_cut_run(FLAGS, ("benchmarks", "pools"), out_flag="out_dir", suffix=suffix,
+                 overwrites=f"{repo_relative(FLAGS.out_dir)}/regret.json")
   run_flags = selected_flags(FLAGS, RUN_FLAGS)
   table = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=run_flags,
                    max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                    sim_process=FLAGS.sim_process)
   record = regret_record(table)
-  suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
   atomic_write_json(f"{FLAGS.out_dir}/regret{suffix}.json", record)
   atomic_write_text(f"{FLAGS.out_dir}/regret{suffix}.md", regret_markdown(record))
   if FLAGS.wandb:

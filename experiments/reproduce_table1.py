@@ -12,8 +12,8 @@ evaluated on the same test split, and each cell's run directory under --run_root
 resume where it stopped. Every cell's run directory is checked before any starts (one error naming every
 conflict); a run with limits and no --run_root gets its own root named by them (runs/table1-limit3-train8).
 Writes <out_dir>/table1.{md,json}, table4.{md,json} (inference cost) and table11.{md,json} (training cost),
-or table3.{md,json} for --setting=generalization; with --limit the names get a `_limit<N>` suffix, so a
-quick run never overwrites the full tables.
+or table3.{md,json} for --setting=generalization; a run with limits gets their suffix (`table1_limit3_train8`,
+`TableSpec.results_suffix`), so a quick run never overwrites the full tables.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from absl import flags
 
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
-from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.cli import (LIMITED_ROOT_HELP, default_run_root, refuse_cut_run, run_spec,
+                                        selected_flags)
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.dry_run import dry_run_report
 from hieramas_jax.experiment.spec import InvalidRunError, TableSpec, parse_method_options
@@ -86,13 +88,19 @@ def build_spec() -> TableSpec:
 
 def main():
   spec = build_spec()
+  if not FLAGS.dry_run:
+    # A table of some methods, benchmarks or pools is not Table 1 (Table 3's one benchmark is its whole).
+    name = "table1" if spec.setting == "main" else "table3"
+    refuse_cut_run(FLAGS, ("methods", "benchmarks", "pools"), out_flag="out_dir",
+                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}.json", suffix=spec.results_suffix(),
+                   allowed={"benchmarks": ["mmlu_redux"]} if spec.setting == "generalization" else None)
   if FLAGS.dry_run:
     print(dry_run_report(spec, FLAGS))
     return
   record = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=selected_flags(FLAGS, RUN_FLAGS),
                     max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                     sim_process=FLAGS.sim_process)
-  written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
+  written = write_tables(record, FLAGS.out_dir, suffix=spec.results_suffix())
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 
 

@@ -19,9 +19,10 @@ from absl import flags
 
 from hieramas_jax.experiment import cli
 from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES
-from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, run_spec, selected_flags
+from hieramas_jax.experiment.cli import LIMITED_ROOT_HELP, default_run_root, refuse_cut_run, run_spec, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
 from hieramas_jax.experiment.provenance import provenance
+from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import InvalidRunError, TableSpec
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.llm.endpoint import define_backend_flags
@@ -60,9 +61,12 @@ def check_flags() -> TableSpec:
   if unknown:
     raise InvalidRunError(f"unknown --profiles {unknown}; known: {', '.join(PROFILES)}")
   train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
-  return TableSpec(methods=tuple(FLAGS.methods), benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
+  spec = TableSpec(methods=tuple(FLAGS.methods), benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
                    setting="main", seeds=(FLAGS.seed,), train_limit=train_limit, val_limit=None,
                    test_limit=FLAGS.limit, method_options={})
+  refuse_cut_run(FLAGS, ("methods", "benchmarks", "pools", "profiles"), out_flag="out_dir",
+                 suffix=spec.results_suffix(), overwrites=f"{repo_relative(FLAGS.out_dir)}/sim_sensitivity.json")
+  return spec
 
 
 def main():
@@ -78,7 +82,7 @@ def main():
   record = sensitivity_record(records, provenance(seed=FLAGS.seed, benchmarks=FLAGS.benchmarks, flags=run_flags,
                                                   backend="sim"))
   record["endpoints"] = {p: r["endpoint"] for p, r in records.items()}
-  suffix = f"_limit{FLAGS.limit}" if FLAGS.limit else ""
+  suffix = spec.results_suffix()
   out = f"{FLAGS.out_dir}/sim_sensitivity{suffix}"
   atomic_write_json(f"{out}.json", record)
   atomic_write_text(f"{out}.md", sensitivity_markdown(record))

@@ -8,7 +8,8 @@ Every field of `HieraMASConfig` is a flag of the same name (help text from its d
 through the same runner as `reproduce_table1.py` (`experiment.runner`), into the same run root by
 default, so the untagged cell is the HieraMAS cell of Table 1 (trained once, used by both). Writes
 `<out_dir>/hieramas_<benchmark>_<pool>[_<tag>].json` (the Table 1 figures plus mean system reward,
-chosen graphs and LLM preferences) with provenance and this command. On the embedded simulated pool by
+chosen graphs and LLM preferences) with provenance and this command; a run with limits adds their suffix
+(`_limit4_train8_val4`), so it never overwrites a full-size result. On the embedded simulated pool by
 default (results labelled "simulated pool").
 """
 
@@ -133,7 +134,7 @@ def main():
   records = hieramas_report.read_items(from_repo(cell["run_dir"]))
   record = hieramas_report.results_record(cell, records, cfg.to_json(), roles_for(cfg.benchmark), cell["sizes"],
                                           table["provenance"])
-  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag)}.json"
+  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag)}{spec.results_suffix()}.json"
   atomic_write_json(path, record)
   print(f"wrote {path}: accuracy {record['accuracy']:.2f}% on n={record['n']}, cost ${record['cost_usd']:.4f}, "
         f"mean system reward {record['mean_system_reward']:.3f} "

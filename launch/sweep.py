@@ -102,8 +102,39 @@ def point_command(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> list[
   return ["python", spec["program"], *args, *extra]
 
 
-def results_file(spec: dict, point: dict) -> pathlib.Path:
-  return REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
+def results_file(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> pathlib.Path:
+  """The point's results file; a point run with limits (its flags or --extra) writes its limits' suffix
+  (`TableSpec.results_suffix`), as the suite's programs do, never the full-size file; one off the
+  embedded sim (--extra=--pool_file=...) writes under results/<its name>/ (`cli.route_results_off_sim`)."""
+  from hieramas_jax.experiment.cli import off_sim_results_name  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.paths import RESULTS_DIR  # pylint: disable=import-outside-toplevel
+  path = REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
+  v = _point_flags(spec, point, extra)
+  name = off_sim_results_name(v.get("pool_file"), v.get("backend") or "sim", v.get("base_url"))
+  if name and path.parent == RESULTS_DIR and not v.get("out_dir"):
+    path = RESULTS_DIR / name / path.name
+  if not any(v.get(k) not in (None, "") for k in ("limit", "train_limit", "val_limit")):
+    return path
+  return path.with_name(path.stem + _point_table(v).results_suffix() + path.suffix)
+
+
+def _point_flags(spec: dict, point: dict, extra: tuple[str, ...]) -> dict:
+  """Every flag of the point, --extra included."""
+  values = point_values(spec, point)
+  for e in extra:
+    name, _, value = e.lstrip("-").partition("=")
+    values[name] = value
+  return values
+
+
+def _point_table(v: dict):
+  """The one-cell TableSpec of a HieraMAS point's flags (its limits name its run root and results suffix)."""
+  from hieramas_jax.experiment.spec import TableSpec  # pylint: disable=import-outside-toplevel
+  limits = {k: int(v[k]) if v.get(k) not in (None, "") else None for k in ("train_limit", "val_limit", "limit")}
+  return TableSpec(methods=("hieramas",), benchmarks=(v["benchmark"],), pools=(v["pool"],),
+                   seeds=(int(v.get("seed") or 0),),
+                   train_limit={v["benchmark"]: limits["train_limit"]} if limits["train_limit"] else {},
+                   val_limit=limits["val_limit"], test_limit=limits["limit"])
 
 
 def _same(recorded, wanted) -> bool:
@@ -115,17 +146,14 @@ def _same(recorded, wanted) -> bool:
 
 def is_finished(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> bool:
   """The point's results file exists and its provenance records the point's flags (fixed, swept, extra)."""
-  path = results_file(spec, point)
+  path = results_file(spec, point, extra)
   if not path.exists():
     return False
   try:
     recorded = json.loads(path.read_text())["provenance"]["flags"]
   except (json.JSONDecodeError, KeyError, TypeError):
     return False
-  wanted = point_values(spec, point)
-  for e in extra:
-    name, _, value = e.lstrip("-").partition("=")
-    wanted[name] = value
+  wanted = _point_flags(spec, point, extra)
   recorded = dict(recorded)
   if isinstance(recorded.get("tag"), str):  # a template filled in the same way ("k{k_pool}" and "k50" agree)
     try:
@@ -232,6 +260,38 @@ def run_grid(spec: dict, *, parallel: int, extra: tuple[str, ...] = (), python: 
   return outcomes
 
 
+def untrained_loads(spec: dict, extra: tuple[str, ...] = ()) -> list[str]:
+  """Why points that load the main run's fit (`--load_run=main`) cannot run yet: one line per missing fit,
+  with the command that trains it (empty: nothing is missing).
+
+  Why up front: every such point would fail on its own after starting its backend, and a sweep of
+  failed points would still write a table of "not run yet" rows. Checked on the embedded sim's run
+  directories (a point on a real endpoint is checked by its program, before it sends anything).
+  """
+  # Library imports here, like the module's others: --mode=commands and --mode=wandb stay light.
+  from hieramas_jax.experiment.backend import sim_endpoint_name  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.rundir import FIT_FILE, repo_relative  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.runner import cell_dir, table_root  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.spec import SAME_RUN_UNTAGGED, Cell, train_command  # pylint: disable=C0415
+  problems: dict[str, str] = {}
+  for point in grid_points(spec):
+    v = _point_flags(spec, point, extra)
+    if v.get("load_run") != SAME_RUN_UNTAGGED or v.get("base_url") or is_finished(spec, point, extra):
+      continue
+    table = _point_table(v)
+    seed = table.seeds[0]
+    cell = Cell("hieramas", v["benchmark"], v["pool"], "main", seed)
+    run_root = v.get("run_root") or "runs/table1" + table.limits_suffix()
+    source = cell_dir(table_root(REPO / run_root, sim_endpoint_name(seed, v.get("sim_profile") or "fitted")), cell)
+    if not (source / FIT_FILE).exists():
+      problems[str(source)] = (
+          f"sweep {spec['name']}: --load_run={SAME_RUN_UNTAGGED} needs the trained cell {repo_relative(source)}, "
+          f"which holds no finished fit: train it first: "
+          + train_command(cell, run_root=v.get("run_root"), train_limit=table.train_limit.get(cell.benchmark),
+                          val_limit=table.val_limit, test_limit=table.test_limit))
+  return list(problems.values())
+
+
 def write_table(spec: dict, out_dir: str | pathlib.Path, extra: tuple[str, ...] = ()) -> list[pathlib.Path]:
   """The sweep's table and plot from whatever points have results (report/sweeps.py)."""
   from hieramas_jax.experiment.provenance import command_line, provenance  # pylint: disable=C0415
@@ -239,7 +299,7 @@ def write_table(spec: dict, out_dir: str | pathlib.Path, extra: tuple[str, ...] 
   from hieramas_jax.report.sweeps import sweep_record, write_sweep  # pylint: disable=C0415
   points = []
   for point in grid_points(spec):
-    path = results_file(spec, point)
+    path = results_file(spec, point, extra)
     finished = is_finished(spec, point, extra)
     points.append({"values": point, "results_file": repo_relative(path),
                    "results": json.loads(path.read_text()) if finished else None})
@@ -259,9 +319,15 @@ def main():
     for point in grid_points(spec):
       print(shlex.join(point_command(spec, point, extra)))
     return
+  missing = untrained_loads(spec, extra)
+  if missing:
+    raise SweepSpecError("\n".join(missing))
   outcomes = run_grid(spec, parallel=_PARALLEL.value, extra=extra)
-  written = write_table(spec, _OUT_DIR.value, extra)
   failed = [o for o in outcomes if o["status"] == "failed"]
+  if len(failed) == len(outcomes):  # nothing finished: no table of "not run yet" rows
+    print(f"error: sweep {spec['name']}: no point finished; no table written", file=sys.stderr, flush=True)
+    sys.exit(1)
+  written = write_table(spec, _OUT_DIR.value, extra)
   print(f"[sweep {spec['name']}] {len(outcomes) - len(failed)} of {len(outcomes)} points finished; wrote "
         + ", ".join(str(p) for p in written), flush=True)
   if failed:

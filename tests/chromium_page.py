@@ -113,9 +113,9 @@ async def _load(ws_url: str, url: str, screenshot: pathlib.Path, timeout_s: floa
 
 
 def load_page(path: pathlib.Path, screenshot: pathlib.Path, *, timeout_s: float = 60.0,
-              script: str | None = None) -> PageLoad:
-  """Opens `path` (file://) in a fresh headless Chromium without network access; runs `script` (a JS
-  expression; a promise is awaited) before the screenshot and returns its value."""
+              script: str | None = None, fragment: str = "") -> PageLoad:
+  """Opens `path` (file://, with `#fragment`: a deep link) in a fresh headless Chromium without network
+  access; runs `script` (a JS expression; a promise is awaited) before the screenshot and returns its value."""
   binary = chromium_path()
   if binary is None:
     raise FileNotFoundError("chromium is not installed")
@@ -142,7 +142,8 @@ def load_page(path: pathlib.Path, screenshot: pathlib.Path, *, timeout_s: float 
           async with session.get(f"http://127.0.0.1:{port}/json/list") as resp:
             targets = await resp.json(content_type=None)
         page = next(t for t in targets if t.get("type") == "page")
-        return await _load(page["webSocketDebuggerUrl"], path.resolve().as_uri(), screenshot, timeout_s, script)
+        url = path.resolve().as_uri() + (f"#{fragment}" if fragment else "")
+        return await _load(page["webSocketDebuggerUrl"], url, screenshot, timeout_s, script)
 
       return asyncio.run(go())
     finally:

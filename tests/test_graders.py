@@ -276,6 +276,8 @@ def test_code_extraction():
 def test_unknown_benchmark_is_a_clear_error():
   with pytest.raises(data.UnknownBenchmarkError, match="unknown benchmark 'gsm8k'"):
     grade(Item("gsm8k", "x", "q", "a"), "text")
+  with pytest.raises(data.UnknownBenchmarkError, match=r"unknown benchmark 'mmlu-redux' \(did you mean 'mmlu_redux'\?\)"):
+    data.check_benchmark("mmlu-redux")
 
 
 def test_malformed_data_row_raises_data_error_with_its_line(tmp_path, monkeypatch):

@@ -157,6 +157,40 @@ def test_local_runner_writes_the_sweep_table_and_plot(tmp_path):
   assert (tmp_path / "results" / "sweep_fake.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("n", [4, 250])
+def test_a_sweep_point_at_100_percent_is_drawn_with_its_interval_inside_the_scale(tmp_path, n):
+  from hieramas_jax.report.sweeps import sweep_record, write_sweep
+  spec = {"name": "full", "program": "p.py", "grid": {"k_pool": [50, 200]}}
+  points = [{"values": {"k_pool": k}, "results_file": f"r{k}.json",
+             "results": {"accuracy": acc, "n": n, "cost_usd": 1.0, "mean_cost_usd": 0.01,
+                         "provenance": {"backend": "sim"}}} for k, acc in ((50, 100.0), (200, 0.0))]
+  written = write_sweep(sweep_record(spec, points, {"command": "c"}), tmp_path)
+  assert (tmp_path / "sweep_full.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 3
+
+
+def test_a_sweep_that_loads_an_untrained_main_run_is_refused_up_front_writing_nothing(tmp_path):
+  spec = _fake_sweep(tmp_path, benchmark="math", pool="gpt-5-mini", seed=0, load_run="main",
+                     run_root=str(tmp_path / "runs" / "t"), train_limit=8)
+  path = _spec(tmp_path, spec)
+  out = tmp_path / "results"
+  proc = subprocess.run([sys.executable, str(REPO / "launch" / "sweep.py"), f"--spec={path}", "--mode=run",
+                         f"--out_dir={out}"], capture_output=True, text=True, check=False,
+                        env={**os.environ, "PYTHONPATH": str(REPO)})
+  assert proc.returncode == 2, proc.stderr
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: sweep fake: --load_run=main needs the trained cell ")
+  assert lines[0].endswith(f"train it first: python experiments/train_hieramas.py --benchmark=math "
+                           f"--pool=gpt-5-mini --seed=0 --train_limit=8 --run_root={tmp_path / 'runs' / 't'}")
+  assert not out.exists() and _calls(tmp_path) == []  # no point started, no table written
+  # Once the main cell is trained, nothing is missing.
+  from hieramas_jax.experiment.backend import sim_endpoint_name
+  from hieramas_jax.experiment.rundir import safe_name
+  cell = tmp_path / "runs" / "t" / safe_name(sim_endpoint_name(0)) / "main" / "seed0" / "gpt-5-mini" / "math"
+  (cell / "hieramas").mkdir(parents=True)
+  (cell / "hieramas" / "fit.json").write_text("{}")
+  assert sweep.untrained_loads(spec) == []
+
+
 @pytest.mark.parametrize("bad, message", [
     ("{not json", "malformed JSON"),
     ({"name": "s", "program": "p.py"}, "missing key 'grid'"),
@@ -238,3 +272,17 @@ def test_a_path_flag_matches_the_way_a_result_records_it():
   assert sweep._same("<outside the repo>/runs", "/tmp/x/runs")  # pylint: disable=protected-access
   assert sweep._same("runs/table1", str(REPO / "runs" / "table1"))  # pylint: disable=protected-access
   assert not sweep._same("<outside the repo>/runs", "/tmp/x/other")  # pylint: disable=protected-access
+
+
+def test_a_limited_sweep_point_reads_the_suffixed_results_file_its_program_writes(tmp_path):
+  spec = sweep.load_spec(_spec(tmp_path, {"name": "s", "program": "experiments/train_hieramas.py",
+                                          "flags": {"benchmark": "mmlu_redux", "pool": "gpt-5-mini", "tag": "k{k_pool}",
+                                                    "train_limit": 512},
+                                          "grid": {"k_pool": [50]}}))
+  (point,) = sweep.grid_points(spec)
+  assert sweep.results_file(spec, point).name == "hieramas_mmlu_redux_gpt-5-mini_k50.json"  # 512: the default
+  assert sweep.results_file(spec, point, ("--limit=8",)).name == "hieramas_mmlu_redux_gpt-5-mini_k50_limit8.json"
+  # Off the embedded sim the point's program writes under results/<pool file stem>/ (cli.route_results_off_sim).
+  assert sweep.results_file(spec, point, ("--pool_file=launch/pools/local_smoke.toml",)) == \
+      REPO / "results" / "local_smoke" / "hieramas_mmlu_redux_gpt-5-mini_k50.json"
+  assert sweep.results_file(spec, point).parent == REPO / "results"

@@ -16,7 +16,8 @@ from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report import ablations
 from hieramas_jax.report import regret as regret_lib
-from hieramas_jax.report.stats import bootstrap_ci, mcnemar_exact_p, mean_sd, paired_difference
+from hieramas_jax.report.stats import (bootstrap_ci, error_bars, mcnemar_exact_p, mean_sd, paired_difference,
+                                       wilson_interval)
 from hieramas_jax.report.table1 import derive, table1_markdown, table3_markdown, table4_markdown, table11_markdown
 
 
@@ -28,6 +29,17 @@ def test_mcnemar_exact_p_by_hand():
   assert (only_a, only_b) == (3, 1) and p == pytest.approx(10 / 16)
   assert mcnemar_exact_p([True, False], [True, False]) == (1.0, 0, 0)
   assert mcnemar_exact_p([True] * 6, [False] * 6)[0] == pytest.approx(2 / 64)
+
+
+@pytest.mark.parametrize("n", [4, 90, 250])
+def test_wilson_interval_stays_within_0_and_100_and_holds_its_point(n):
+  for k in (0, 1, n - 1, n):
+    lo, hi = wilson_interval(k, n)
+    assert 0.0 <= lo <= 100.0 * k / n <= hi <= 100.0
+  assert wilson_interval(n, n)[1] == 100.0 and wilson_interval(0, n)[0] == 0.0
+  (below, above) = error_bars([100.0, 0.0, 50.0], [wilson_interval(n, n), wilson_interval(0, n), (-3.0, 104.0)])
+  assert min(below + above) >= 0.0 and above[0] == 0.0 and below[1] == 0.0
+  assert below[2] == 50.0 and above[2] == 50.0  # an interval past the scale is drawn up to it, not beyond
 
 
 def test_paired_bootstrap_interval_matches_the_exact_bootstrap_distribution():

@@ -162,6 +162,7 @@ BROWSE = r"""(async () => {
   await set('correct', 'wrong'); const wrong = document.querySelectorAll('#list li').length;
   await set('correct', 'all');
   document.querySelector('#list li').click();
+  await until(() => document.querySelector('#detail h2'));  // its detail chunk loads on opening
   document.querySelectorAll('details[data-call]').forEach(d => d.open = true);
   const all = sel => [...document.querySelectorAll(sel)].map(e => e.textContent);
   return {ids, wrong, methods: [...document.querySelectorAll('.col[data-method]')].map(c => c.dataset.method),

@@ -135,10 +135,12 @@ def test_every_cell_and_training_stage_is_its_own_wandb_run(tmp_path):
   assert cell.summary["accuracy"] == pytest.approx(record["accuracy"])
   curve = [h["eval/running_accuracy"] for h in cell.history if "eval/running_accuracy" in h]
   assert len(curve) == 3 and curve[-1] == pytest.approx(record["accuracy"])
-  # The per-query table streams: one increment per query as it lands.
-  increments = [json.loads(p.read_text()) for p in cell.files if p.name.startswith("per_query")]
-  rows = [row for data in increments for row in data["data"]]
-  assert all(data["columns"] == list(PER_QUERY_COLUMNS) for data in increments) and len(rows) == 3
+  # The per-query table is one table per run, logged when the run closes (not an artifact per query).
+  (table_file,) = [p for p in cell.files if p.name.startswith("per_query")]
+  data = json.loads(table_file.read_text())
+  rows = data["data"]
+  assert data["columns"] == list(PER_QUERY_COLUMNS) and len(rows) == 3
+  assert len([a for a in cell.artifacts if "per_query" in a.get("name", "")]) == 1  # W&B's own run_table, once
   assert all(json.loads(row[3])["graph_index"] >= 0 and len(json.loads(row[4])) == 8 for row in rows)
   assert {a["type"] for a in cell.artifacts} >= {"results"}
   results = next(a for a in cell.artifacts if a["type"] == "results")
@@ -184,10 +186,14 @@ def test_a_killed_and_resumed_table_has_one_wandb_run_per_cell_and_a_rerun_adds_
   assert first and first <= {r.id for r in runs}
   assert len({r.id for r in runs}) == 2 and {r.job_type for r in runs} == {"Base", "CoT"}
   assert len(again) == len(runs)
-  # Per cell, the resumed run's curve goes on from where the killed one stopped, to all 6 queries.
+  # Per cell, the resumed run's curve goes on from where the killed one stopped, to all 6 queries, and its
+  # one per-query table holds all 6 (the killed run's queries included).
   for cell in {r.id for r in runs}:
     steps = sorted(h["_step"] for r in runs if r.id == cell for h in r.history if "eval/running_accuracy" in h)
     assert steps == list(range(1, 7))
+    last = max((r for r in runs if r.id == cell), key=lambda r: r.path.name)
+    tables = sorted((p for p in last.files if p.name.startswith("per_query")), key=lambda p: p.stat().st_mtime)
+    assert len(json.loads(tables[-1].read_text())["data"]) == 6
 
 
 def test_writers_on_many_threads_never_call_the_sdk_at_once(tmp_path, monkeypatch):

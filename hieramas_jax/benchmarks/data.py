@@ -7,6 +7,7 @@ recognise a question in a prompt; it never sees anything else of the caller.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import gzip
 import hashlib
@@ -42,7 +43,9 @@ class UnknownBenchmarkError(UserError, KeyError):
   """A benchmark name that the suite does not know."""
 
   def __str__(self) -> str:
-    return (f"unknown benchmark {self.args[0]!r}; known: {', '.join(BENCHMARKS)}")
+    close = difflib.get_close_matches(str(self.args[0]).lower().replace("-", "_"), BENCHMARKS, n=1)
+    return (f"unknown benchmark {self.args[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; known: {', '.join(BENCHMARKS)}")
 
 
 @dataclasses.dataclass(frozen=True)

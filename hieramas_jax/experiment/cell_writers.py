@@ -108,12 +108,16 @@ class CellWriters:
 
 class EvalStream:
   """Feeds a cell's W&B run as results land: running accuracy and cost (in completion order, counting the
-  queries a resumed run had already done) and the query's row of the incremental `per_query` table."""
+  queries a resumed run had already done), and each query's row of the `per_query` table, which the run
+  logs once, whole (the queries a resumed run had already done included), when it closes."""
 
   def __init__(self, writer, done: Sequence[ItemResult]):
     self.writer = writer
     self.correct = float(sum(r.correct for r in done))
     self.costs = [r.cost_usd for r in done]
+    log_rows = getattr(writer, "log_rows", None)
+    if log_rows is not None and done:
+      log_rows("per_query", PER_QUERY_COLUMNS, per_query_rows(done))
 
   def add(self, n_done: int, result: ItemResult) -> None:
     self.correct += result.correct

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pathlib
+import re
 import sys
+import urllib.parse
 from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from hieramas_jax import aio
@@ -68,6 +71,7 @@ def run(main: Callable[[], Any], *, jax_cache: bool = False) -> None:
       raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if "verbose" in flags.FLAGS:
       quiet_console(flags.FLAGS.verbose)
+    route_results_off_sim(flags.FLAGS)
     if jax_cache:
       enable_jax_cache()
     run_or_exit(main)
@@ -124,6 +128,66 @@ def default_run_root(flag_values: Any, spec: Any) -> str:
   if not flag_values["run_root"].using_default_value:
     return run_root
   return run_root + spec.limits_suffix()
+
+
+def refuse_cut_run(flag_values: Any, names: Iterable[str], *, out_flag: str, overwrites: str,
+                   allowed: Mapping[str, Any] | None = None, suffix: str = "") -> None:
+  """Refuses a cut-down run (any of `names` off its default) whose output would land on the committed
+  full-size result (`out_flag` at its default): one error naming the flags, the file and the fix.
+
+  Why: a quick check with the default output place replaced a committed result by a few queries'
+  (calibration.json, bench.json, a one-method table1.json). Limited test/train/val splits are suffixed
+  instead (`TableSpec.results_suffix`): a run passing its non-empty `suffix` writes its own file and is not
+  refused. `allowed` lists values that are not a cut (Table 3's benchmark).
+  """
+  if suffix:
+    return
+  allowed = allowed or {}
+  cut = [f"--{n}={','.join(map(str, v)) if isinstance(v, list) else v}" for n in names
+         if (v := flag_values[n].value) != flag_values[n].default and v != allowed.get(n)]
+  if cut and flag_values[out_flag].using_default_value:
+    from hieramas_jax.experiment.spec import InvalidRunError  # pylint: disable=import-outside-toplevel
+    raise InvalidRunError(f"a run cut by {' '.join(cut)} would overwrite {overwrites} (the full one): "
+                          f"pass --{out_flag}=" + ("FILE" if out_flag == "out" else "DIR"))
+
+
+def off_sim_results_name(pool_file: str | None, backend: str = "sim", base_url: str | None = None) -> str | None:
+  """None for a run on the embedded sim; else the name its results are filed under: the pool file's stem
+  (`openrouter_paper`), or the backend, with the host and port of a --base_url (`custom-10.0.0.2-8000`;
+  an already-running sim's too, whose seed and version are unknown here)."""
+  if pool_file:
+    return pathlib.Path(pool_file).stem
+  if backend == "sim" and not base_url:
+    return None
+  if not base_url:
+    return backend
+  netloc = urllib.parse.urlsplit(base_url).netloc or base_url
+  return f"{backend}-" + re.sub(r"[^A-Za-z0-9._]+", "-", netloc).strip("-")
+
+
+def route_results_off_sim(flag_values: Any) -> None:
+  """A run off the embedded sim reads and writes results/<name>/ (`off_sim_results_name`) wherever it
+  would read or write results/: every flag still at a default naming results/ or a file in it (--out_dir,
+  the frontier's --table1) gets that default moved, so a flag given explicitly still wins and
+  `refuse_cut_run` still sees a default.
+
+  Why: results/ holds the committed simulated tables; the README's paid run
+  (`reproduce_table1.py --pool_file=launch/pools/openrouter_paper.toml --max_usd=20`) replaced
+  results/table1.json with its own. Now it writes results/openrouter_paper/table1.json, which
+  `make_report --results=results/openrouter_paper` reads.
+  """
+  from hieramas_jax.paths import RESULTS_DIR  # pylint: disable=import-outside-toplevel
+  if "backend" not in flag_values:
+    return
+  name = off_sim_results_name(flag_values["pool_file"].value, flag_values["backend"].value,
+                              flag_values["base_url"].value)
+  if not name:
+    return
+  for flag_name in flag_values.flag_values_dict():
+    flag = flag_values[flag_name]
+    default = pathlib.Path(flag.default) if isinstance(flag.default, str) and flag.default else None
+    if flag.using_default_value and default is not None and RESULTS_DIR in (default, default.parent):
+      flag_values.set_default(flag_name, str(RESULTS_DIR / name / default.relative_to(RESULTS_DIR)))
 
 
 def selected_flags(flag_values: Any, names) -> dict[str, Any]:

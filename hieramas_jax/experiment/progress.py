@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 class TableProgress:
-  """The table's progress: one live display (per cell its stage, counts, rate, ETA; a table line),
+  """The table's progress: one live display (per cell its stage, counts, rate, ETA, accuracy; a table line),
   per-cell states in progress.json, and a log line per change (shown with --verbose).
 
   Its own channel, apart from the metric writers: `status` (a cell's state), `item` (test queries done)
@@ -37,7 +37,7 @@ class TableProgress:
     counts = {"done": self.cells[key]["done"], "total": self.cells[key]["total"]}
     if status in ("evaluating", "done"):
       self.display.update(key, status, **counts,
-                          note=f"accuracy {extra['accuracy']:.2f}" if "accuracy" in extra else None)
+                          note=f"{extra['accuracy']:.2f}%" if "accuracy" in extra else None)
     else:
       self.display.update(key, status)
     self._flush(force=True)

@@ -133,9 +133,39 @@ def run_dir_conflict(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> V
                             "its results were made on other data, so it cannot be resumed: delete it or use "
                             "another --run_root")
   old = old if isinstance(old, dict) else {}
-  diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
+  diff = config_differences(old, wanted)
+  more = len(diff) - MAX_DIFFERENCES
+  shown = "; ".join(diff[:MAX_DIFFERENCES]) + (f"; {more} more" if more > 0 else "")
   return RunConfigMismatchError(f"{repo_relative(run_dir)} holds a run with another configuration "
-                                f"(differs in: {', '.join(diff)}); use another --run_root or delete it")
+                                f"(differs in: {shown}); use another --run_root or delete it")
+
+
+# Differences a refusal names (the rest counted): enough to act on, short enough for one line.
+MAX_DIFFERENCES = 4
+
+
+def config_differences(old: Any, new: Any, path: str = "") -> list[str]:
+  """Every leaf where two config.json contents differ, as `field.sub: recorded X, this run Y`.
+
+  Why leaves: "differs in: method_config" left the researcher to diff two JSON files; the field and both
+  values say which flag to change (or which --run_root to pick).
+  """
+  if isinstance(old, dict) and isinstance(new, dict):
+    return [d for k in sorted(set(old) | set(new), key=str)
+            for d in config_differences(old.get(k, _ABSENT), new.get(k, _ABSENT), f"{path}.{k}" if path else str(k))]
+  if old == new:
+    return []
+  return [f"{path or 'config'}: recorded {_short(old)}, this run {_short(new)}"]
+
+
+_ABSENT = object()
+
+
+def _short(value: Any, limit: int = 40) -> str:
+  if value is _ABSENT:
+    return "(absent)"
+  text = json.dumps(value, sort_keys=True, default=str)
+  return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def prepare_run_dir(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> pathlib.Path:

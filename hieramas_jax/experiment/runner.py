@@ -53,7 +53,7 @@ from hieramas_jax.experiment.rundir import (COMPUTED_FILE, FIT_FILE, PROGRESS_FI
                                             from_repo, prepare_run_dir, read_json, repo_relative, run_dir_conflict,
                                             safe_name)
 from hieramas_jax.experiment.spec import (SAME_RUN_UNTAGGED, Cell, CellItems, InvalidRunError, TableSpec,
-                                          cell_items, data_record)
+                                          cell_items, data_record, train_command)
 from hieramas_jax.experiment.usage import TrainingMeter, check_usage_record
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.llm.registry import get_pool
@@ -253,8 +253,9 @@ class TablePlanError(InvalidRunError, RunConfigMismatchError):
   """
 
   def __init__(self, problems: Sequence[str]):
+    problems = list(dict.fromkeys(problems))  # a problem of the spec (a --limit) is every cell's: said once
     super().__init__("\n".join(problems))
-    self.problems = list(problems)
+    self.problems = problems
 
 
 def plan_cell(cell: Cell, method, items: CellItems, backend: Backend, *, root: pathlib.Path,
@@ -292,7 +293,14 @@ def load_problems(plan: CellPlan) -> list[str]:
   if source is None:
     return []
   if not (source / FIT_FILE).exists():
-    return [f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing)"]
+    trained = dataclasses.replace(plan.cell, tag="")
+    # A source laid out as `cell_dir` under `table_root` names its run root, where the command must train it.
+    laid_out = len(source.parents) > 5 and source == cell_dir(source.parents[4], trained)
+    return [f"--load_run {repo_relative(source)} holds no finished fit ({FIT_FILE} missing): train it first: "
+            + train_command(trained, run_root=repo_relative(source.parents[5]) if laid_out else None,
+                            train_limit=plan.sizes["train"], val_limit=plan.sizes["val"],
+                            test_limit=plan.sizes["test"])
+            + " (with this run's training flags)"]
   try:
     theirs = read_json(source / "config.json", f"--load_run {repo_relative(source)} is damaged: retrain it")
   except StateError as e:

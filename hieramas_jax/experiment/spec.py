@@ -158,6 +158,12 @@ class TableSpec:
     parts += [f"train{'_'.join(train)}" if train else "", f"val{self.val_limit}" if self.val_limit else ""]
     return "".join(f"-{p}" for p in parts if p)
 
+  def results_suffix(self) -> str:
+    """"_limit3_train8_val4" for a run cut to those limits, "" otherwise: the suffix of the results files a
+    limited run writes (every program writing under results/ uses it), so a quick look never overwrites
+    a committed full-size result."""
+    return self.limits_suffix().replace("-", "_")
+
   def to_json(self) -> dict[str, Any]:
     return {"methods": list(self.methods), "benchmarks": list(self.benchmarks), "pools": list(self.pools),
             "setting": self.setting, "seeds": list(self.seeds),
@@ -175,15 +181,47 @@ class CellItems:
 
 
 def cell_items(spec: TableSpec, benchmark: str) -> CellItems:
-  """The cell's queries: the saved splits of its benchmark and setting, cut to the run's limits."""
+  """The cell's queries: the saved splits of its benchmark and setting, cut to the run's limits.
+
+  A limit larger than its split is refused rather than clamped: the run would be the whole split under
+  a `_limit5000` name and run root, a copy of the full run that nothing would ever find as one.
+
+  Raises:
+    InvalidRunError: a limit above its split's size (naming the flag, the split and its size).
+  """
   setting = spec.setting
 
-  def part(name: str, limit: int | None) -> list[Item]:
+  def part(name: str, limit: int | None, flag: str) -> list[Item]:
     items = list(splits_lib.load_split(benchmark, name, setting))
+    default = flag == "train_limit" and limit == DEFAULT_TRAIN_LIMIT.get(benchmark)  # not the user's choice
+    if limit and limit > len(items) and not default:
+      raise InvalidRunError(f"--{flag}={limit} is more than the {len(items)} queries of {benchmark}'s {name} split "
+                            f"({setting} setting): give at most {len(items)}, or leave it out for the whole split")
     return items[:limit] if limit else items
 
-  return CellItems(part("train", spec.train_limit_for(benchmark)), part("val", spec.val_limit),
-                   part(TEST_PART[setting], spec.test_limit))
+  return CellItems(part("train", spec.train_limit_for(benchmark), "train_limit"),
+                   part("val", spec.val_limit, "val_limit"), part(TEST_PART[setting], spec.test_limit, "limit"))
+
+
+def train_command(cell: Cell, *, run_root: str | None = None, train_limit: int | None = None,
+                  val_limit: int | None = None, test_limit: int | None = None) -> str:
+  """The command that trains the untagged `cell` a --load_run names, for the message that refuses it.
+
+  HieraMAS cells come from `train_hieramas.py` (every HieraMASConfig field a flag), every other method's
+  from `reproduce_table1.py`; the limits and run root are the loading run's, so the trained cell lands
+  where the load looks for it.
+  """
+  if cell.method == "hieramas":
+    args = ["experiments/train_hieramas.py", f"--benchmark={cell.benchmark}", f"--pool={cell.pool}",
+            f"--seed={cell.seed}"]
+  else:
+    args = ["experiments/reproduce_table1.py", f"--methods={cell.method}", f"--benchmarks={cell.benchmark}",
+            f"--pools={cell.pool}", f"--seeds={cell.seed}"]
+    if cell.setting != "main":
+      args.append(f"--setting={cell.setting}")
+  args += [f"--{name}={value}" for name, value in (("train_limit", train_limit), ("val_limit", val_limit),
+                                                   ("limit", test_limit), ("run_root", run_root)) if value]
+  return "python " + " ".join(args)
 
 
 def split_file(benchmark: str, setting: str) -> pathlib.Path:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import difflib
 import pathlib
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -152,4 +153,6 @@ class UnknownMethodError(UserError, KeyError):
     super().__init__(name, tuple(sorted(known)))
 
   def __str__(self) -> str:
-    return f"unknown method {self.args[0]!r}; known: {', '.join(self.args[1])}"
+    close = difflib.get_close_matches(str(self.args[0]).lower(), self.args[1], n=1, cutoff=0.6)
+    return (f"unknown method {self.args[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; known: {', '.join(self.args[1])}")

@@ -24,8 +24,9 @@ from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES, method_title
+from hieramas_jax.report.plotting import label_points, log_cost_axis
 from hieramas_jax.report import stats
-from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed
+from hieramas_jax.report.stats import bootstrap_ci, correct_vector, error_bars, key_seed
 
 HIERAMAS_METHODS = ("hieramas", "hieramas_total_cost")
 RECIPES = {"hieramas": "published (decision-cost reward)", "hieramas_total_cost": "total-cost reward"}
@@ -158,46 +159,54 @@ def frontier_figure(record: Mapping[str, Any]):
   cols = min(2, len(settings))
   rows = (len(settings) + cols - 1) // cols
   fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+  labels: list[tuple[Any, list]] = []  # per panel its points' labels, placed once the layout is final
   for ax, s in zip(axes.flat, settings):
     if s is None:
       ax.text(0.5, 0.5, "no finished cell yet", ha="center", va="center", transform=ax.transAxes)
       continue
+    points: list = []
+    labels.append((ax, points))
 
     def draw(points, fmt, label, color=None):
       xs = [p["mean_cost_usd"] for p in points]
       ys = [p["accuracy"] for p in points]
-      err = [[p["accuracy"] - p["ci95"][0] for p in points], [p["ci95"][1] - p["accuracy"] for p in points]]
-      ax.errorbar(xs, ys, yerr=err, fmt=fmt, capsize=2, label=label, color=color, markersize=4, linewidth=1)
+      ax.errorbar(xs, ys, yerr=error_bars(ys, [p["ci95"] for p in points]), fmt=fmt, capsize=2, label=label,
+                  color=color, markersize=4, linewidth=1)
 
     for p in s["baselines"]:
       draw([p], "s", None, "0.55")
-      ax.annotate(method_title(p["label"]), (p["mean_cost_usd"], p["accuracy"]), fontsize=6, color="0.35")
+      points.append((p["mean_cost_usd"], p["accuracy"], method_title(p["label"]), "0.35"))
     front = [p for p in s["baselines"] if p["label"] in s["baseline_front"]]
     front.sort(key=lambda p: p["mean_cost_usd"])
     ax.plot([p["mean_cost_usd"] for p in front], [p["accuracy"] for p in front], "--", color="0.55", linewidth=1,
             label="baselines' Pareto front")
-    for recipe in sorted({p["recipe"] for p in s["hieramas"]}):
+    for i, recipe in enumerate(sorted({p["recipe"] for p in s["hieramas"]})):
       pts = sorted((p for p in s["hieramas"] if p["recipe"] == recipe), key=lambda p: p["mean_cost_usd"])
-      draw(pts, "o-", f"HieraMAS, {recipe}")
-      for p in pts:
-        ax.annotate(f"k={p['k']:g}" if p["k"] is not None else "", (p["mean_cost_usd"], p["accuracy"]), fontsize=6)
-    ax.set_xscale("log")
-    ax.set(xlabel="USD per test query", ylabel="accuracy %",
-           title=f"{BENCHMARK_TITLES.get(s['benchmark'])} {POOL_TITLES.get(s['pool'])}: {s['position']}")
-    ax.legend(fontsize=6)
+      colour = f"C{i}"
+      draw(pts, "o-", f"HieraMAS, {recipe}", colour)
+      points += [(p["mean_cost_usd"], p["accuracy"], f"k={p['k']:g}", colour) for p in pts if p["k"] is not None]
+    log_cost_axis(ax)
+    ax.set_xlabel("USD per test query (log)", fontsize=8)
+    ax.set_ylabel("accuracy % (95% interval)", fontsize=8)
+    ax.set_title(f"{BENCHMARK_TITLES.get(s['benchmark'])} {POOL_TITLES.get(s['pool'])}: HieraMAS's frontier "
+                 f"{s['position']} the baselines' front", fontsize=8)
+    ax.legend(fontsize=6, loc="lower right")
   prov = record.get("provenance") or {}
   if prov.get("backend") == "sim":  # every figure made on the sim says so, with its profile
     fig.suptitle(f"{sim_title(prov)}: not real LLM results", fontsize=9)
   fig.tight_layout()
+  for ax, points in labels:
+    legend = ax.get_legend()
+    label_points(ax, points, avoid=[legend.get_window_extent()] if legend else [])
   return fig
 
 
-def write_frontier(record: Mapping[str, Any], out_dir) -> list:
-  """<out_dir>/hieramas_frontier.{json,md,png}."""
+def write_frontier(record: Mapping[str, Any], out_dir, *, suffix: str = "") -> list:
+  """<out_dir>/hieramas_frontier<suffix>.{json,md,png} (`suffix`: a limited run's, `TableSpec.results_suffix`)."""
   import pathlib  # pylint: disable=import-outside-toplevel
   from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # pylint: disable=import-outside-toplevel
   from hieramas_jax.report.sweeps import write_figure  # pylint: disable=import-outside-toplevel
-  stem = pathlib.Path(out_dir) / "hieramas_frontier"
+  stem = pathlib.Path(out_dir) / f"hieramas_frontier{suffix}"
   atomic_write_json(stem.with_suffix(".json"), json.loads(json.dumps(record)))
   atomic_write_text(stem.with_suffix(".md"), frontier_markdown(record))
   write_figure(frontier_figure(record), stem.with_suffix(".png"))

@@ -268,6 +268,12 @@ def curves_section(page: Page, results: pathlib.Path) -> str:
                 fontsize=8)
       ax.set_title(title, fontsize=8)
       ax.set_xlabel("epoch" if stage2 else "REINFORCE update (step)", fontsize=7)
+      # A cross-entropy from zero and an accuracy over its whole range: 0.835-0.839 drawn full height read
+      # as a steep curve. (Stage 1's REINFORCE loss and reward may be negative: their own range.)
+      if drawn and stage2:
+        ax.set_ylim(0, 1.25 * max(v for _, v in s2))  # room above the curves for the legend
+      elif drawn and title.endswith("accuracy"):
+        ax.set_ylim(0, 1.02)
     fig.suptitle(sim_caption(f"Training curves, {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}", r),
                  fontsize=9)
     fig.tight_layout()

@@ -33,7 +33,9 @@ from hieramas_jax.report import paper
 from hieramas_jax.report.hieramas_figures import curves_section, figure3_section, figure4_section
 from hieramas_jax.report.page import Page, is_sim, load_json, missing, pyplot, sim_caption
 from hieramas_jax.report.paper import POOL_TITLES
-from hieramas_jax.report.stats import pareto_front, wilson_interval
+from hieramas_jax.report.plotting import log_cost_axis
+from hieramas_jax.report.samples import table_files
+from hieramas_jax.report.stats import error_bars, pareto_front, wilson_interval
 
 
 # ---- 1. cost against accuracy ------------------------------------------------------------------------
@@ -43,7 +45,9 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
   from hieramas_jax.report.table1 import derive  # pylint: disable=import-outside-toplevel
   body = []
   for name in ("table1", "table3"):
-    record = load_json(results / f"{name}.json")
+    # The full table, else a limited run's (a quick look's results directory holds table1_limit3*.json).
+    found = table_files(results, (name,))
+    record = load_json(found[0]) if found else None
     if not record or "cells" not in record:
       body.append(missing(f"results/{name}.json is missing: run `make reproduce-table1`"
                           + (" and `make reproduce-table3`" if name == "table3" else "") + "."))
@@ -60,7 +64,6 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       groups.setdefault((c["benchmark"], c["pool"], c["setting"]), []).append(c)
     keys = sorted(groups)
     plt = pyplot()
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # pylint: disable=C0415
     labels = sorted({c["label"] for cs in groups.values() for c in cs}, key=paper.order_key)
     styles = _method_styles(labels)
     frontier = (load_json(results / "hieramas_frontier.json") or {}).get("settings") or {} if name == "table1" else {}
@@ -75,7 +78,7 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
       for c, (x, y) in zip(cells, pts):
         lo, hi = c.get("ci95", [y, y])
         st = styles[c["label"]]
-        ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt=st["marker"], ms=st["ms"], capsize=2,
+        ax.errorbar([x], [y], yerr=error_bars([y], [(lo, hi)]), fmt=st["marker"], ms=st["ms"], capsize=2,
                     color=st["color"], mec="k" if st["hieramas"] else st["color"], alpha=0.95,
                     zorder=4 if st["hieramas"] else 3, label=paper.method_title(c["label"]))
         if c["label"] == "hieramas":
@@ -89,10 +92,7 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
         hp = sorted((h["mean_cost_usd"], h["accuracy"]) for h in setting["hieramas"])
         ax.plot([x for x, _ in hp], [y for _, y in hp], "*:", color=styles.get("hieramas", {}).get("color", "C3"),
                 ms=6, lw=1, zorder=3, label="HieraMAS over cost weights k")
-      ax.set_xscale("log")
-      ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-      ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-      ax.xaxis.set_minor_formatter(NullFormatter())
+      log_cost_axis(ax)
       ax.tick_params(labelsize=7)
       ax.set(xlabel="USD per query (log)", ylabel="accuracy % (95% CI)")
       ax.set_title(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
@@ -107,9 +107,9 @@ def cost_accuracy_section(page: Page, results: pathlib.Path) -> str:
                frameon=False)
     fig.suptitle(sim_caption(f"Cost against accuracy ({name})", record))
     fig.tight_layout(rect=(0, (0.2 + 0.17 * -(-len(handles) // 6)) / height, 1, 1))
-    body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{name}.json: mean cost per test "
-                            "query against accuracy with its 95% interval (bootstrap over queries; Wilson where "
-                            "the file holds no per-query outcomes); one colour and marker per method (legend "
+    body.append(page.figure(fig, f"cost_accuracy_{name}", f"Every method of results/{found[0].name}: mean cost "
+                            "per test query against accuracy with its 95% interval (bootstrap over queries; Wilson "
+                            "where the file holds no per-query outcomes); one colour and marker per method (legend "
                             "below), HieraMAS a large red star; dashed grey: the Pareto front (no method both cheaper "
                             "and more accurate)"
                             + ("; dotted red stars: HieraMAS trained over cost weights k "
@@ -171,7 +171,7 @@ def calibration_section(page: Page, results: pathlib.Path) -> str:
       ax_val.axhline(val["average"], color="C1", ls="--", lw=1, label=f"sim average {val['average']:.2f}")
     if val.get("target") is not None:
       ax_val.axhline(val["target"], color="k", ls=":", lw=1, label=f"paper average {val['target']:.2f}")
-    ax_val.set_ylim(max(0, min(c["accuracy"] for c in cells) - 15), 100)
+    ax_val.set_ylim(0, 100)  # bars from zero: a cut axis makes small differences look large
     ax_val.set(ylabel="Full-Graph accuracy %", title="validation: Full-Graph (never fitted)")
     ax_val.legend(fontsize=7)
   else:
@@ -276,19 +276,21 @@ def samples_section(n_cells: int | None) -> str:
   if n_cells is None:
     return missing("The sample browser is written by write_report (make report), beside this page.")
   if not n_cells:
-    return missing("No cell with a run directory in results/table1.json or table3.json: nothing to browse.")
+    return missing("No cell with a run directory on this machine in results/table1*.json, table3*.json or "
+                   "hieramas_*.json (or --run_root): nothing to browse.")
   return (f'<p><a href="samples/index.html" data-samples>Browse every test query of {n_cells} cells</a>: '
           "each call's prompt and response, the extracted and gold answers, the grade, cost and tokens, the "
           "chosen configuration and graph; filters by method, benchmark and correctness; two methods side by "
           "side. Offline: samples/ beside this page.</p>")
 
 
-def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path, *,
-                 samples: bool = True) -> tuple[pathlib.Path, Page]:
-  """index.html in `out_dir`, and (with `samples`) the sample browser in `out_dir`/samples."""
+def write_report(results: str | pathlib.Path, out_dir: str | pathlib.Path, *, samples: bool = True,
+                 run_root: str | pathlib.Path | None = None) -> tuple[pathlib.Path, Page]:
+  """index.html in `out_dir`, and (with `samples`) the sample browser in `out_dir`/samples (the cells of
+  `results`, and every cell directory under `run_root` when given)."""
   from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
   from hieramas_jax.report.samples import write_samples  # pylint: disable=import-outside-toplevel
-  n_cells = write_samples(results, pathlib.Path(out_dir) / "samples")[1] if samples else None
+  n_cells = write_samples(results, pathlib.Path(out_dir) / "samples", run_root)[1] if samples else None
   text, page = build_report(results, n_cells)
   path = pathlib.Path(out_dir) / "index.html"
   atomic_write_text(path, text)

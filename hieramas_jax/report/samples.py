@@ -1,15 +1,20 @@
 """The sample browser: every test query of every cell, readable offline (`results/report/samples/`).
 
-`samples/index.html` lists the cells (Tables 1 and 3, and the HieraMAS results files of other runs);
-choosing one loads its data file `samples/cells/<id>.js` (a `<script>`, so the page works from file://
-with no server) and lists its queries, filtered by benchmark, pool, setting, method and correctness.
-A query shows, per method (two side by side), the gold answer, the extracted answer, the grade, cost,
-tokens, the MAS configuration (LLM per position, active roles, the graph) where the method has one,
-and every call: its position, model, prompt messages and response. Run directories written before
-traces kept prompts (or the gold answer) say "not recorded"; the gold answer then comes from the
-benchmark's data file.
+`samples/index.html` lists the cells (Tables 1 and 3 and their limited runs' `table1_limit3*.json`, the
+HieraMAS results files, and with `run_root` every cell directory under it), those whose run directory is
+on this machine; the others are counted, not listed. Choosing a cell loads its query list
+`samples/cells/<id>.js` (a `<script>`, so the page works from file:// with no server): per query its
+grade, cost, extracted answer and question, filtered by correctness, searched by text (id, question,
+extracted answer), sorted by id or cost. Opening a query loads the chunk of `CHUNK` queries that holds
+its detail (`samples/cells/<id>/<k>.js`): per method (two side by side) the gold answer, the extracted
+answer, the grade, cost, tokens, the MAS configuration (LLM per position, active roles, the graph) where
+the method has one, and every call: its position, model, prompt messages and response. So the page loads
+only what is looked at (a full-table cell's calls are tens of MB). The address holds the choice
+(`#setting=..&benchmark=..&pool=..&a=..&b=..&q=<query id>`): a deep link to a query.
 
-Each data file stores each distinct string once (prompts repeat across calls and items).
+Run directories written before traces kept prompts (or the gold answer) say "not recorded"; the gold
+answer then comes from the benchmark's data file. Each chunk stores each distinct string once (prompts
+repeat across calls and items).
 """
 
 from __future__ import annotations
@@ -19,22 +24,50 @@ import pathlib
 from typing import Any, Mapping
 
 from hieramas_jax.experiment.evaluate import read_traces
-from hieramas_jax.experiment.rundir import from_repo, safe_name
+from hieramas_jax.experiment.rundir import from_repo, repo_relative, safe_name
 from hieramas_jax.report import paper
 from hieramas_jax.report.page import load_json
 
 _FIELDS = ("n_calls", "prompt_tokens", "completion_tokens", "cached_calls")
+# Queries per detail chunk: a chunk of a full-table HieraMAS cell (every call's prompt and response) is
+# about 3 MB, loaded when one of its queries is opened.
+CHUNK = 25
 
 
-def sample_cells(results: pathlib.Path) -> list[dict[str, Any]]:
-  """Every cell the browser shows: Table 1 and 3 cells, then HieraMAS results files of other run dirs."""
+def table_files(results: pathlib.Path, names=("table1", "table3")) -> list[pathlib.Path]:
+  """table1.json and table3.json first, then limited runs' (table1_limit3_train8.json: a quick look)."""
+  files = [results / f"{n}.json" for n in names]
+  files += sorted(f for n in names for f in results.glob(f"{n}_*.json"))
+  return [f for f in files if f.exists()]
+
+
+def _run_root_cells(run_root: pathlib.Path) -> list[dict[str, Any]]:
+  """Every cell directory under a run root (its config.json names the cell), finished or not."""
+  from hieramas_jax.experiment.record import cell_key  # pylint: disable=import-outside-toplevel
+  cells = []
+  for items in sorted(run_root.rglob("items.jsonl")):
+    config = load_json(items.parent / "config.json") or {}
+    c = config.get("cell") if isinstance(config, dict) else None
+    if not isinstance(c, dict) or not c.get("method"):
+      continue
+    label = c["method"] + (f"-{c['tag']}" if c.get("tag") else "")
+    setting, seed = c.get("setting", "main"), c.get("seed", 0)
+    cells.append({"key": cell_key(label, c["benchmark"], c["pool"], setting, seed), "table": "run root",
+                  "method": label, "benchmark": c["benchmark"], "pool": c["pool"], "setting": setting, "seed": seed,
+                  "run_dir": repo_relative(items.parent)})
+  return cells
+
+
+def sample_cells(results: pathlib.Path, run_root: pathlib.Path | None = None) -> list[dict[str, Any]]:
+  """Every cell the browser may show: Table 1 and 3 cells (limited runs' too), HieraMAS results files of
+  other run dirs, and every cell directory under `run_root`; each run directory once."""
   cells, seen = [], set()
-  for name in ("table1", "table3"):
-    record = load_json(results / f"{name}.json") or {}
+  for f in table_files(results):
+    record = load_json(f) or {}
     for key, c in sorted((record.get("cells") or {}).items()):
       if c.get("run_dir") and c["run_dir"] not in seen:
         seen.add(c["run_dir"])
-        cells.append({"key": key, "table": name, "method": c.get("label") or c.get("method"),
+        cells.append({"key": key, "table": f.stem, "method": c.get("label") or c.get("method"),
                       "benchmark": c["benchmark"], "pool": c["pool"], "setting": c.get("setting", "main"),
                       "seed": c.get("seed", 0), "run_dir": c["run_dir"]})
   for f in sorted(results.glob("hieramas_*.json")):
@@ -44,6 +77,10 @@ def sample_cells(results: pathlib.Path) -> list[dict[str, Any]]:
       label = r.get("method", "hieramas") + (f"-{r['tag']}" if r.get("tag") else "")
       cells.append({"key": f.stem, "table": f.name, "method": label, "benchmark": r["benchmark"],
                     "pool": r["pool"], "setting": r.get("setting", "main"), "seed": 0, "run_dir": r["run_dir"]})
+  for c in _run_root_cells(run_root) if run_root is not None else []:
+    if c["run_dir"] not in seen:
+      seen.add(c["run_dir"])
+      cells.append(c)
   for i, c in enumerate(cells):
     c["id"] = f"{i:03d}-" + safe_name(c["key"], "_")[:80]
   return cells
@@ -117,28 +154,64 @@ def cell_data(cell: Mapping[str, Any]) -> dict[str, Any]:
   return {"strings": strings.values, "items": items}
 
 
-def write_samples(results: str | pathlib.Path, out_dir: str | pathlib.Path) -> tuple[pathlib.Path, int]:
-  """samples/index.html and one data file per cell; returns the page and how many cells it lists."""
+def split_cell(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+  """A cell's data as its query list (what the list, filters, search and sort need) and its detail
+  chunks of `CHUNK` queries, each with its own strings (what opening a query needs)."""
+  strings = data["strings"]
+  rows, chunks = [], []
+  for k in range(0, len(data["items"]), CHUNK):
+    local = _Strings()
+
+    def move(i, local=local):
+      return local(strings[i]) if i is not None else None
+    details = {}
+    for it in data["items"][k:k + CHUNK]:
+      calls = [{**c, "text": move(c["text"]),
+                "messages": None if c["messages"] is None else [[r, move(i)] for r, i in c["messages"]]}
+               for c in it["calls"]]
+      details[it["id"]] = {**it, "target": move(it["target"]), "question": move(it["question"]),
+                           "final": move(it["final"]), "calls": calls}
+      rows.append({"id": it["id"], "correct": it["correct"], "cost": it["cost"], "extracted": it["extracted"],
+                   "question": strings[it["question"]] if it["question"] is not None else None,
+                   "n_calls": it.get("n_calls"), "chunk": k // CHUNK})
+    chunks.append({"strings": local.values, "items": details})
+  return {"items": rows, **({"missing": data["missing"]} if data.get("missing") else {})}, chunks
+
+
+def write_samples(results: str | pathlib.Path, out_dir: str | pathlib.Path,
+                  run_root: str | pathlib.Path | None = None) -> tuple[pathlib.Path, int]:
+  """samples/index.html, per cell its query list and detail chunks; returns the page and how many cells
+  it lists (those with a run directory on this machine)."""
   from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
   results, out_dir = pathlib.Path(results), pathlib.Path(out_dir)
-  cells = sample_cells(results)
-  manifest = []
+  cells = sample_cells(results, pathlib.Path(run_root) if run_root is not None else None)
+  manifest, absent = [], []
   for cell in cells:
     data = cell_data(cell)
+    if data.get("missing"):  # not on this machine: counted, not listed as an empty "(0/0)" cell
+      absent.append(cell["key"])
+      continue
+    listing, chunks = split_cell(data)
     atomic_write_text(out_dir / "cells" / f"{cell['id']}.js",
-                      f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {json.dumps(data, separators=(',', ':'))});\n")
+                      f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {_js(listing)});\n")
+    for k, chunk in enumerate(chunks):
+      atomic_write_text(out_dir / "cells" / cell["id"] / f"{k}.js",
+                        f"window.SAMPLES_CHUNK({json.dumps(cell['id'])}, {k}, {_js(chunk)});\n")
     manifest.append({**{k: cell[k] for k in ("id", "key", "table", "method", "benchmark", "pool", "setting",
                                                 "seed", "run_dir")},
                      "title": paper.method_title(cell["method"]), "n": len(data["items"]),
-                     "n_correct": sum(it["correct"] for it in data["items"]), "missing": data.get("missing")})
+                     "n_correct": sum(it["correct"] for it in data["items"])})
   path = out_dir / "index.html"
-  atomic_write_text(path, render_index(manifest))
+  atomic_write_text(path, render_index(manifest, absent))
   return path, len(manifest)
 
 
-def render_index(manifest: list[dict[str, Any]]) -> str:
-  data = json.dumps(manifest).replace("</", "<\\/")
-  return PAGE.replace("/*MANIFEST*/", data)
+def _js(obj: Any) -> str:
+  return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
+
+
+def render_index(manifest: list[dict[str, Any]], absent: list[str] = ()) -> str:
+  return PAGE.replace("/*MANIFEST*/", _js(manifest)).replace("/*ABSENT*/", _js(list(absent)))
 
 
 PAGE = r"""<!DOCTYPE html>
@@ -172,29 +245,38 @@ details { margin: .3em 0; border: 1px solid #e3e3e3; padding: .2em .4em; } summa
 <label>beside <select id="method-b"></select></label>
 <label>show <select id="correct"><option value="all">all queries</option><option value="right">A right</option>
 <option value="wrong">A wrong</option><option value="differ">A and B differ</option></select></label>
-<label>id <input id="search" size="14" placeholder="filter ids"></label>
+<label>sort <select id="sort"><option value="id">by id</option><option value="cost-up">cost, cheapest first</option>
+<option value="cost-down">cost, dearest first</option></select></label>
+<label>search <input id="search" size="16" placeholder="id, question, answer"></label>
 <span id="status"></span>
 <div><small><a href="../index.html">back to the report</a> · A: the method; B: the method beside it (same
-query). Prompts of runs made before traces kept them are "not recorded".</small></div>
+query). Prompts of runs made before traces kept them are "not recorded". The address links to the query
+shown. <span id="absent"></span></small></div>
 </header>
 <main><ul id="list"></ul><div id="detail"><p>Choose a query.</p></div></main>
 <script>
 "use strict";
 const CELLS = /*MANIFEST*/;
+const ABSENT = /*ABSENT*/;
 const DATA = {}, WAITING = {};
-window.SAMPLES_LOADED = (id, data) => { DATA[id] = data; (WAITING[id] || []).forEach(f => f(data)); };
-function load(cell) {
-  if (!cell) return Promise.resolve(null);
-  if (DATA[cell.id]) return Promise.resolve(DATA[cell.id]);
+const got = (key, data) => { DATA[key] = data; (WAITING[key] || []).forEach(f => f(data)); };
+window.SAMPLES_LOADED = (id, data) => got(id, data);
+window.SAMPLES_CHUNK = (id, k, data) => got(id + "/" + k, data);
+// A <script> per file, so the page works from file:// with no server; each file once.
+function script(key, src) {
+  if (DATA[key]) return Promise.resolve(DATA[key]);
   return new Promise((resolve, reject) => {
-    (WAITING[cell.id] = WAITING[cell.id] || []).push(resolve);
-    if (WAITING[cell.id].length > 1) return;
+    (WAITING[key] = WAITING[key] || []).push(resolve);
+    if (WAITING[key].length > 1) return;
     const s = document.createElement("script");
-    s.src = "cells/" + encodeURIComponent(cell.id) + ".js";
+    s.src = src;
     s.onerror = () => reject(new Error("cannot load " + s.src));
     document.head.appendChild(s);
   });
 }
+const load = cell => cell ? script(cell.id, "cells/" + encodeURIComponent(cell.id) + ".js") : Promise.resolve(null);
+const loadChunk = (cell, k) => script(cell.id + "/" + k,
+  "cells/" + encodeURIComponent(cell.id) + "/" + k + ".js");
 const $ = id => document.getElementById(id);
 const esc = s => String(s).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
 function fill(sel, values, keep, none) {
@@ -215,37 +297,64 @@ function refreshSelectors() {
   const inBench = inSetting.filter(c => c.benchmark === $("benchmark").value);
   fill($("pool"), uniq(inBench.map(c => c.pool)).map(v => [v, v]), true);
   const here = inBench.filter(c => c.pool === $("pool").value);
+  here.sort((x, y) => x.title.localeCompare(y.title));
   const methods = here.map(c => [c.method, `${c.title} (${c.n_correct}/${c.n})`]);
   fill($("method-a"), methods, true);
   fill($("method-b"), methods, true, true);
 }
 let current = {a: null, b: null, q: null};
-async function refresh() {
+const HASH_KEYS = {setting: "setting", benchmark: "benchmark", pool: "pool", a: "method-a", b: "method-b",
+                   show: "correct", sort: "sort", search: "search"};
+function writeHash() {
+  const h = new URLSearchParams();
+  Object.entries(HASH_KEYS).forEach(([k, id]) => { if ($(id).value) h.set(k, $(id).value); });
+  if (current.q) h.set("q", current.q);
+  history.replaceState(null, "", "#" + h.toString());
+}
+function readHash() {
+  const h = new URLSearchParams(location.hash.slice(1));
+  return {get: k => h.get(k), q: h.get("q")};
+}
+async function refresh(initial) {
+  const h = initial ? readHash() : null;
+  // Each selector is filled from the one before it, so a deep link sets them in order.
+  for (const [k, id] of Object.entries(HASH_KEYS)) {
+    refreshSelectors();
+    if (h && h.get(k) !== null) $(id).value = h.get(k);
+  }
   refreshSelectors();
   const ca = cellOf($("method-a").value), cb = $("method-b").value ? cellOf($("method-b").value) : null;
   $("status").textContent = "loading…";
   const [a, b] = await Promise.all([load(ca), load(cb)]);
-  current = {a, b, ca, cb, q: current.q};
-  $("status").textContent = a ? `${a.items.length} queries` + (a.missing ? ` (${a.missing})` : "") : "";
+  current = {a, b, ca, cb, q: h ? h.q : current.q};
   renderList();
+  if (current.q && byId(a)[current.q]) await show(current.q); else writeHash();
 }
 function byId(d) { const m = {}; if (d) d.items.forEach(it => m[it.id] = it); return m; }
+function matches(it, s) {
+  if (!s) return true;
+  s = s.toLowerCase();
+  return [it.id, it.question, it.extracted].some(t => t && String(t).toLowerCase().includes(s));
+}
 function renderList() {
   const {a, b} = current; if (!a) { $("list").innerHTML = ""; return; }
   const bm = byId(b), f = $("correct").value, s = $("search").value.trim();
   const rows = a.items.filter(it => {
     const other = bm[it.id];
-    if (s && !it.id.includes(s)) return false;
+    if (!matches(it, s)) return false;
     if (f === "right") return it.correct; if (f === "wrong") return !it.correct;
     if (f === "differ") return other && other.correct !== it.correct;
     return true;
   });
+  const sort = $("sort").value;
+  if (sort !== "id") rows.sort((x, y) => (sort === "cost-up" ? 1 : -1) * ((+x.cost) - (+y.cost)));
   $("list").innerHTML = rows.map(it => {
     const o = bm[it.id], mark = x => x ? '<span class="ok">✓</span>' : '<span class="bad">✗</span>';
-    return `<li data-id="${esc(it.id)}"${it.id === current.q ? ' class="sel"' : ""}>${mark(it.correct)}` +
-      `${o ? mark(o.correct) : ""} ${esc(it.id)}</li>`;
+    return `<li data-id="${esc(it.id)}" data-cost="${+it.cost}"${it.id === current.q ? ' class="sel"' : ""}>` +
+      `${mark(it.correct)}${o ? mark(o.correct) : ""} <small>$${(+it.cost).toFixed(5)}</small> ${esc(it.id)}</li>`;
   }).join("");
   $("status").textContent = `${rows.length} of ${a.items.length} queries`;
+  writeHash();
 }
 function str(d, i) { return i === null || i === undefined ? null : d.strings[i]; }
 function block(text, missingWhat) {
@@ -296,18 +405,30 @@ function column(d, cell, it) {
     masHtml(it.mas) + `<h4>Final text</h4>${block(str(d, it.final), "final text")}` +
     `<h4>Calls (${calls.length})</h4>${it.traced ? callHtml : '<p class="missing">calls: not recorded</p>'}</div>`;
 }
-function show(id) {
+// A query's detail: the chunk holding it, loaded when the query is opened.
+async function detail(cell, d, id) {
+  const row = d && byId(d)[id];
+  if (!row) return [null, null];
+  const chunk = await loadChunk(cell, row.chunk);
+  return [chunk, chunk.items[id]];
+}
+async function show(id) {
   current.q = id;
-  const {a, b, ca, cb} = current, ia = byId(a)[id];
+  const {a, b, ca, cb} = current;
   document.querySelectorAll("#list li").forEach(li => li.classList.toggle("sel", li.dataset.id === id));
-  const q = ia ? str(a, ia.question) : null;
+  $("status").textContent = "loading…";
+  const [[da, ia], [db, ib]] = await Promise.all([detail(ca, a, id), b ? detail(cb, b, id) : [null, null]]);
+  const q = ia ? str(da, ia.question) : null;
   $("detail").innerHTML = `<div style="width:100%"><h2>${esc(id)}</h2>${block(q, "question")}` +
-    `<div style="display:flex;gap:1em">${column(a, ca, ia)}${b ? column(b, cb, byId(b)[id]) : ""}</div></div>`;
+    `<div style="display:flex;gap:1em">${column(da, ca, ia)}${b ? column(db, cb, ib) : ""}</div></div>`;
+  renderList();
 }
 $("list").addEventListener("click", e => { const li = e.target.closest("li"); if (li) show(li.dataset.id); });
-["setting", "benchmark", "pool", "method-a", "method-b"].forEach(k => $(k).addEventListener("change", refresh));
-["correct", "search"].forEach(k => $(k).addEventListener("input", renderList));
-$("correct").addEventListener("change", renderList);
-refresh();
+["setting", "benchmark", "pool", "method-a", "method-b"].forEach(k => $(k).addEventListener("change", () => refresh()));
+["correct", "search", "sort"].forEach(k => $(k).addEventListener("input", renderList));
+["correct", "sort"].forEach(k => $(k).addEventListener("change", renderList));
+$("absent").textContent = ABSENT.length ? `${ABSENT.length} cell(s) of the results have no run directory on ` +
+  "this machine and are not listed." : "";
+refresh(true);
 </script></body></html>
 """

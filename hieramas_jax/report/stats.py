@@ -112,10 +112,29 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 
 
 def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-  """95% Wilson score interval of a binomial proportion, in percent."""
+  """95% Wilson score interval of a binomial proportion, in percent, within [0, 100].
+
+  At k = n (or k = 0) the formula's bound is 100 (0) only up to rounding (wilson_interval(4, 4) gave
+  99.99999999999999, below the point itself, and matplotlib refuses the negative error bar), so the
+  bounds are set exactly there and clipped everywhere.
+  """
   if n == 0:
     return float("nan"), float("nan")
   p = k / n
   centre = (p + z * z / (2 * n)) / (1 + z * z / n)
   half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-  return 100.0 * (centre - half), 100.0 * (centre + half)
+  lo = 0.0 if k <= 0 else float(np.clip(100.0 * (centre - half), 0.0, 100.0))
+  hi = 100.0 if k >= n else float(np.clip(100.0 * (centre + half), 0.0, 100.0))
+  return lo, hi
+
+
+def error_bars(values: Sequence[float], intervals: Sequence[Sequence[float]]) -> list[list[float]]:
+  """matplotlib's `yerr` ([[below...], [above...]]) of points with percent intervals: each interval clipped
+  to [0, 100] and never on the wrong side of its point (a bootstrap or rounded bound can be), so every bar
+  is drawn within the scale and none is negative (which `errorbar` refuses)."""
+  below, above = [], []
+  for v, (lo, hi) in zip(values, intervals):
+    lo, hi = min(max(lo, 0.0), 100.0), min(max(hi, 0.0), 100.0)
+    below.append(max(v - lo, 0.0))
+    above.append(max(hi - v, 0.0))
+  return [below, above]

@@ -13,7 +13,7 @@ import pathlib
 from typing import Any, Mapping, Sequence
 
 from hieramas_jax.experiment.provenance import SIMULATED_LABEL, sim_title
-from hieramas_jax.report.stats import wilson_interval
+from hieramas_jax.report.stats import error_bars, wilson_interval
 
 
 
@@ -109,8 +109,7 @@ def sweep_figure(record: Mapping[str, Any]):
     acc = [r["accuracy"] for r in rows]
     ci = [wilson_interval(round(r["accuracy"] * r["n"] / 100), r["n"]) if r.get("n") else (a, a)
           for r, a in zip(rows, acc)]
-    ax_acc.errorbar(xs, acc, yerr=[[a - lo for a, (lo, _) in zip(acc, ci)], [hi - a for a, (_, hi) in zip(acc, ci)]],
-                    fmt="o-", capsize=3, label=f"{label} (95% interval)")
+    ax_acc.errorbar(xs, acc, yerr=error_bars(acc, ci), fmt="o-", capsize=3, label=f"{label} (95% interval)")
     ax_cost.plot(xs, [r["mean_cost_usd"] for r in rows], "o-", label=label)
   paper = paper_points(axis, record.get("flags") or {})
   if paper:
@@ -125,6 +124,7 @@ def sweep_figure(record: Mapping[str, Any]):
     ax.set_xticks(sorted(record["grid"][axis]))
   ax_acc.set(xlabel=axis, ylabel="accuracy % (95% interval)", title="accuracy")
   ax_cost.set(xlabel=axis, ylabel="USD per query", title="inference cost")
+  ax_cost.set_ylim(bottom=0)  # from zero: a 0.4% difference drawn full height read as a large one
   if series or paper:
     ax_acc.legend(fontsize=7)
     ax_cost.legend(fontsize=7)
@@ -153,7 +153,9 @@ def write_sweep(record: Mapping[str, Any], out_dir: str | pathlib.Path) -> list[
   from hieramas_jax.fileio import atomic_write_json, atomic_write_text  # pylint: disable=C0415
   out_dir = pathlib.Path(out_dir)
   stem = out_dir / f"sweep_{record['name']}"
+  # Everything is made before anything is written: a figure that fails leaves no table beside a stale plot.
+  markdown, fig = sweep_markdown(record), sweep_figure(record)
   atomic_write_json(stem.with_suffix(".json"), record)
-  atomic_write_text(stem.with_suffix(".md"), sweep_markdown(record))
-  write_figure(sweep_figure(record), stem.with_suffix(".png"))
+  atomic_write_text(stem.with_suffix(".md"), markdown)
+  write_figure(fig, stem.with_suffix(".png"))
   return [stem.with_suffix(s) for s in (".json", ".md", ".png")]

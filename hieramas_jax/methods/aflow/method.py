@@ -90,6 +90,7 @@ class AFlow:
     def save():
       atomic_write_json(path, [r.to_json() for r in rounds])
       ctx.commit()
+      ctx.step("round", len(rounds), self.config.rounds)  # the live display's step, rate, ETA
       ctx.log(len(rounds), {"aflow/round_score": rounds[-1].score,
                             "aflow/best_score": search.best_round(rounds).score})
 

@@ -141,6 +141,7 @@ class GDesigner:
     await self.queries.ensure([it.question for it in train])  # one embedding job, not one per step
     bound = ctx.query_bound(32)
     history = []
+    ctx.step("reinforce", int(state["step"]), self.config.iterations)  # the live display's step, rate, ETA
     for step in range(int(state["step"]), self.config.iterations):
       idx = batch_indices(self.seed, step, self.config.batch_size, len(train))
       batch = [train[i] for i in idx]
@@ -173,6 +174,7 @@ class GDesigner:
       state = new_state
       state_store.save(step + 1, state)
       ctx.commit()
+      ctx.step("reinforce", step + 1, self.config.iterations)
       scalars = {"gdesigner/loss": float(loss), "gdesigner/batch_accuracy": float(np.mean(solved)),
                  "gdesigner/mean_edge_prob": float(probs.mean())}
       ctx.log(step + 1, scalars)

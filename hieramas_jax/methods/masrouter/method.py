@@ -240,6 +240,7 @@ class MASRouter:
     steps = self._steps(len(train))
     labels_for = jnp.full((self.batch_size,), TASK_INDEX[DOMAIN[self.benchmark]], jnp.int32)
     history = []
+    ctx.step("training", int(state["step"]), steps)  # the live display's step, rate, ETA
     for step in range(int(state["step"]), steps):
       batch = [train[i] for i in batch_indices(self.seed, step, self.batch_size, len(train))]
       inputs = await self._inputs(batch)
@@ -266,6 +267,7 @@ class MASRouter:
       state = new_state
       store.save(step + 1, state)
       ctx.commit()
+      ctx.step("training", step + 1, steps)
       scalars = {"masrouter/loss": float(loss), "masrouter/batch_accuracy": float(solved.mean()),
                  "masrouter/batch_mean_cost_usd": float(cost.mean()), "masrouter/mean_utility": float(utility.mean()),
                  "masrouter/mean_agents": float(np.mean(np.asarray(out.choices.agents)))}
