@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -49,9 +50,9 @@ from hieramas_jax.experiment.progress import TableProgress
 from hieramas_jax.experiment.provenance import process_commit, provenance
 from hieramas_jax.experiment.record import CellRecord, ids_sha256
 from hieramas_jax.experiment.rundir import (COMPUTED_FILE, FIT_FILE, PROGRESS_FILE, STATE_DIR, SUMMARY_FILE,
-                                            CHOSEN_FILE, TRAINING_COST_FILE, RunConfigMismatchError, StateError,
-                                            from_repo, prepare_run_dir, read_json, repo_relative, run_dir_conflict,
-                                            safe_name)
+                                            CHOSEN_FILE, TRAINING_COST_FILE, RunConfigMismatchError, RunDirLockedError,
+                                            StateError, from_repo, prepare_run_dir, read_json, repo_relative,
+                                            run_dir_conflict, run_dir_lock, safe_name)
 from hieramas_jax.experiment.spec import (SAME_RUN_UNTAGGED, Cell, CellItems, InvalidRunError, TableSpec,
                                           cell_items, data_record)
 from hieramas_jax.experiment.usage import TrainingMeter, check_usage_record
@@ -320,6 +321,26 @@ def check_plans(plans: Sequence[CellPlan]) -> None:
     raise TablePlanError(problems)
 
 
+def lock_plans(plans: Sequence[CellPlan]) -> contextlib.ExitStack:
+  """Takes every cell's run-directory lock (`rundir.run_dir_lock`) before any cell starts; close to release.
+
+  Raises:
+    TablePlanError: naming every cell another process is writing (the locks taken so far are released).
+  """
+  stack = contextlib.ExitStack()
+  problems = []
+  with contextlib.ExitStack() as taking:
+    for plan in plans:
+      try:
+        taking.enter_context(run_dir_lock(plan.run_dir))
+      except RunDirLockedError as e:
+        problems.append(str(e))
+    if problems:
+      raise TablePlanError(problems)
+    stack.push(taking.pop_all())
+  return stack
+
+
 async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
                    progress: TableProgress, settings: RunSettings = RunSettings(), show_bars: bool = False,
                    use_wandb: bool = False, flags: Mapping[str, Any] | None = None,
@@ -333,13 +354,13 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
   run_dir = prepare_run_dir(plan.run_dir, plan.config)
   writers = CellWriters.make(run_dir, cell, wandb_config(cell, method.describe(), plan.config, run_dir),
                              group=wandb_group_of(root), use_wandb=use_wandb)
+  eval_writer = None  # bound before anything can raise: `finally` reads it
   try:
     ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
     wanted = {it.id for it in items.test}
     done = {k for k in load_done(run_dir) if k in wanted}
     need_state = len(done) < len(wanted)
     fit = None
-    eval_writer = None
     started = time.monotonic()
     fits_now = method.trainable and source is None and not (run_dir / FIT_FILE).exists()
     if method.trainable:
@@ -445,15 +466,16 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   loop = asyncio.get_running_loop()
   loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS,
                                                                   thread_name_prefix="cells"))
-  table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
   started = time.monotonic()
-  try:
-    outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
-                                                progress=table_progress, settings=settings, use_wandb=use_wandb,
-                                                flags=flags)
-                                       for p in plans), return_exceptions=True)
-  finally:
-    table_progress.close()
+  with lock_plans(plans):
+    table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
+    try:
+      outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
+                                                  progress=table_progress, settings=settings, use_wandb=use_wandb,
+                                                  flags=flags)
+                                         for p in plans), return_exceptions=True)
+    finally:
+      table_progress.close()
   errors = [(c, e) for c, e in zip(cells, outcomes_) if isinstance(e, BaseException)]
   for c, e in errors:
     log.error("%s failed: %s: %s", c.key, type(e).__name__, e)
