@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any, Iterable, Mapping
 
+from hieramas_jax import isa
 from hieramas_jax.benchmarks.data import data_sha256
 from hieramas_jax.benchmarks.sandbox import sandbox_provenance
 from hieramas_jax.errors import UserError
@@ -169,6 +170,8 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
       "python": sys.version.split()[0],
       # How HumanEval+ programs were isolated (bubblewrap or the fallback): a grade depends on it.
       "sandbox": sandbox_provenance(),
+      # The numeric kernels' pinned level, the CPU it ran on: where a reader's bytes may depart.
+      "isa": isa.fingerprint(),
   }
   if backend == "sim":
     # "simulated pool (profile X) (hieramas_jax.sim): not real LLM results": every title built from it
