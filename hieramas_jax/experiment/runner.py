@@ -433,7 +433,7 @@ def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.P
 async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_root: str | pathlib.Path,
                     flags: Mapping[str, Any], command: str | None = None, max_queries: int = 32,
                     progress: bool = True, settings: RunSettings = RunSettings(),
-                    use_wandb: bool = False) -> dict[str, Any]:
+                    use_wandb: bool = False, progress_path: pathlib.Path | None = None) -> dict[str, Any]:
   """Runs every cell of `spec` concurrently; returns the table record (cells + provenance).
 
   Args:
@@ -446,6 +446,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
     progress: show the table's progress bar.
     settings: sampling settings of every MAS call.
     use_wandb: mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default offline).
+    progress_path: where progress.json goes (default `<root>/<setting>/progress.json`; a Ray worker running
+      one cell keeps its own, so that the driver's is the table's).
 
   Raises:
     The first cell error, after every other cell has finished or failed (their work is on disk, and a
@@ -468,7 +470,7 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
                                                                   thread_name_prefix="cells"))
   started = time.monotonic()
   with lock_plans(plans):
-    table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
+    table_progress = TableProgress(totals, progress_path or root / spec.setting / PROGRESS_FILE, enabled=progress)
     try:
       outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
                                                   progress=table_progress, settings=settings, use_wandb=use_wandb,
@@ -481,14 +483,23 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
     log.error("%s failed: %s: %s", c.key, type(e).__name__, e)
   if errors:
     raise errors[0][1]
+  return table_record(spec, {s: backends[s].describe() for s in spec.seeds}, labels, root=root,
+                      wall_s=time.monotonic() - started, cells={c.key: r.to_json() for c, r in zip(cells, outcomes_)},
+                      flags=flags, command=command)
+
+
+def table_record(spec: TableSpec, described: Mapping[int, Mapping[str, Any]], labels: set[str], *,
+                 root: pathlib.Path, wall_s: float, cells: Mapping[str, Any], flags: Mapping[str, Any],
+                 command: str | None = None) -> dict[str, Any]:
+  """The table record (cells + provenance) of a run, whichever executor ran its cells (this process's event
+  loop, or Ray workers: `experiment.ray_executor`); `described` is each seed's `Backend.describe()`."""
   seeds = list(spec.seeds)
-  return {"spec": spec.to_json(), "endpoint": endpoint,
-          "endpoints": {str(s): backends[s].endpoint.name for s in spec.seeds},
+  return {"spec": spec.to_json(), "endpoint": described[seeds[0]]["name"],
+          "endpoints": {str(s): described[s]["name"] for s in seeds},
           # Where the calls went: URLs, model ids, a pool file's dated prices, the spend cap and what was spent.
-          "backends": {str(s): backends[s].describe() for s in spec.seeds},
-          "run_root": repo_relative(root), "wall_s": round(time.monotonic() - started, 3),
-          "cells": {c.key: r.to_json() for c, r in zip(cells, outcomes_)},
+          "backends": {str(s): dict(described[s]) for s in seeds},
+          "run_root": repo_relative(root), "wall_s": round(wall_s, 3),
+          "cells": dict(cells),
           "provenance": provenance(seed=seeds[0] if len(seeds) == 1 else seeds, benchmarks=spec.benchmarks,
                                    flags=flags, backend="sim" if labels == {"sim"} else ",".join(sorted(labels)),
                                    command=command)}
-
