@@ -18,13 +18,14 @@ from hieramas_jax.experiment.cli import selected_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("emulate", True, "Also probe under QEMU's emulated AMD EPYC-Rome (apt-get install qemu-user).")
+flags.DEFINE_bool("emulate_fit", False, "Also fit the scorer under emulation (XLA compiles there for tens of minutes).")
 flags.DEFINE_integer("reps", 1, "Native probes per level (timings: the median).", lower_bound=1)
 flags.DEFINE_string("out", str(BENCH_FILE), "Results file (key `isa`).")
 
 
 def main():
-  record = isa.run(out=FLAGS.out, flags=selected_flags(FLAGS, ("emulate", "reps")), emulate=FLAGS.emulate,
-                   reps=FLAGS.reps)
+  record = isa.run(out=FLAGS.out, flags=selected_flags(FLAGS, ("emulate", "emulate_fit", "reps")),
+                   emulate=FLAGS.emulate, emulate_fit=FLAGS.emulate_fit, reps=FLAGS.reps)
   print(f"pinned equal across CPUs: {record['pinned_equal_across_cpus']}; unpinned: "
         f"{record['unpinned_equal_across_cpus']}; pin cost (x native time): {record['pin_cost']}")
 

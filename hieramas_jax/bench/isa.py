@@ -46,12 +46,11 @@ def _digest(arrays: Sequence[Any]) -> str:
 
 
 def probe(n_queries: int = PROBE_QUERIES, graphs: int = PROBE_GRAPHS, epochs: int = PROBE_EPOCHS,
-          seed: int = 0) -> dict[str, Any]:
-  """Embeddings and a fitted stage-2 scorer at this process's pin: their sha256 and the seconds each took."""
+          seed: int = 0, fit: bool = True) -> dict[str, Any]:
+  """Embeddings and a fitted stage-2 scorer at this process's pin: their sha256 and the seconds each took.
+  `fit=False`: the embeddings only (under emulation, XLA's compile alone takes tens of minutes)."""
   # pylint: disable=import-outside-toplevel
-  import jax
   from hieramas_jax.benchmarks.data import load_items
-  from hieramas_jax.learn import stage2
   from hieramas_jax.learn.encoder import SentenceEncoder
   from hieramas_jax.mas.roles import role_description, roles_for
 
@@ -63,6 +62,12 @@ def probe(n_queries: int = PROBE_QUERIES, graphs: int = PROBE_GRAPHS, epochs: in
     query_emb = enc.encode([it.question for it in items])
     role_emb = enc.encode([role_description(r) for r in roles])
   embedded = time.perf_counter()
+  out = {"embeddings_sha256": _digest([query_emb, role_emb]), "embed_s": round(embedded - started, 3),
+         "texts": len(items) + len(roles), "isa": isa.fingerprint()}
+  if not fit:
+    return out
+  import jax  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.learn import stage2  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(seed)  # integer draws only: the same on every CPU
   n = len(roles)
   upper = np.triu(np.ones((n, n), dtype=bool), 1)
@@ -75,19 +80,16 @@ def probe(n_queries: int = PROBE_QUERIES, graphs: int = PROBE_GRAPHS, epochs: in
   config = stage2.Stage2Config(learning_rate=1e-3, weight_decay=1e-4, epochs=epochs, batch_size=4, patience=epochs,
                                val_fraction=0.25)
   params, history = stage2.fit(data, jax.random.PRNGKey(seed), config)
-  fitted = time.perf_counter()
-  return {"embeddings_sha256": _digest([query_emb, role_emb]),
-          "params_sha256": _digest(jax.tree_util.tree_leaves(params)),
+  return {**out, "params_sha256": _digest(jax.tree_util.tree_leaves(params)),
           "first_train_loss": float(history[0]["train_loss"]) if history else None,
-          "embed_s": round(embedded - started, 3), "fit_s": round(fitted - embedded, 3),
-          "texts": len(items) + len(roles), "isa": isa.fingerprint()}
+          "fit_s": round(time.perf_counter() - embedded, 3)}
 
 
 PROBE_CODE = ("import json, sys\nfrom hieramas_jax.bench.isa import probe\n"
-              "print('PROBE ' + json.dumps(probe()), flush=True)\n")
+              "print('PROBE ' + json.dumps(probe(fit=sys.argv[1] == 'fit')), flush=True)\n")
 
 
-def probe_in_process(level: str, *, emulate: bool = False, timeout_s: float = 1800) -> dict[str, Any]:
+def probe_in_process(level: str, *, emulate: bool = False, fit: bool = True, timeout_s: float = 3600) -> dict[str, Any]:
   """`probe()` in a fresh process at `level` ("avx2", "sse4.2" or "native"), natively or under QEMU's EPYC-Rome.
 
   Every pin variable is cleared first, so the level alone decides (a variable left in this process's
@@ -95,7 +97,7 @@ def probe_in_process(level: str, *, emulate: bool = False, timeout_s: float = 18
   """
   env = {k: v for k, v in os.environ.items() if k not in isa.VARIABLES}
   env.update({isa.LEVEL_ENV: level, "PYTHONPATH": str(REPO_DIR), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-  cmd = [sys.executable, "-c", PROBE_CODE]
+  cmd = [sys.executable, "-c", PROBE_CODE, "fit" if fit else "embed"]
   if emulate:
     cmd = [QEMU, "-cpu", QEMU_CPU] + cmd
   proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_DIR, timeout=timeout_s, check=False)
@@ -112,9 +114,10 @@ def can_emulate() -> bool:
   return shutil.which(QEMU) is not None and "avx512f" in (isa.cpu_info().get("flags") or [])
 
 
-def run(*, out: str, flags: Mapping[str, Any], emulate: bool = True, reps: int = 1) -> dict[str, Any]:
+def run(*, out: str, flags: Mapping[str, Any], emulate: bool = True, emulate_fit: bool = False,
+        reps: int = 1) -> dict[str, Any]:
   """Probes each level natively (`reps` times, timings kept as the median), and avx2 and native under
-  emulation when possible; writes results/bench.json key `isa`."""
+  emulation when possible (the embeddings only unless `emulate_fit`); writes results/bench.json key `isa`."""
   # pylint: disable=import-outside-toplevel
   from hieramas_jax.bench.results import load_average, machine, publish
   from hieramas_jax.experiment.provenance import provenance
@@ -125,20 +128,24 @@ def run(*, out: str, flags: Mapping[str, Any], emulate: bool = True, reps: int =
     native[level] = {**runs[0], "embed_s": float(np.median([r["embed_s"] for r in runs])),
                      "fit_s": float(np.median([r["fit_s"] for r in runs])),
                      "same_bytes_every_rep": len({(r["embeddings_sha256"], r["params_sha256"]) for r in runs}) == 1}
-  emulated = {}
+  emulated: dict[str, Any] = {}
   if emulate and can_emulate():
     for level in ("avx2", "native"):
-      emulated[level] = probe_in_process(level, emulate=True)
-  key = ("embeddings_sha256", "params_sha256")
+      try:
+        emulated[level] = probe_in_process(level, emulate=True, fit=emulate_fit)
+      except (RuntimeError, subprocess.TimeoutExpired) as e:  # said in the record, not lost with the rest
+        emulated[level] = {"error": str(e).splitlines()[0][:300]}
+  key = ("embeddings_sha256", "params_sha256") if emulate_fit else ("embeddings_sha256",)
   record = {
-      "what": "sha256 of the encoder's embeddings of 8 MMLU-Redux queries and the 4 roles, and of the stage-2 "
-              "scorer fitted on them (3 epochs), per ISA level; natively and under QEMU's emulated AMD "
-              f"{QEMU_CPU} (AVX2, no AVX-512) where installed",
+      "what": "sha256 of the encoder's embeddings of 8 MMLU-Redux queries and the benchmark's roles, and of the "
+              "stage-2 scorer fitted on them (3 epochs), per ISA level; natively and under QEMU's emulated AMD "
+              f"{QEMU_CPU} (AVX2, no AVX-512) where installed ('compared': what the emulated probe computed)",
       "native": native, "emulated": emulated,
+      "compared": list(key),
       "pinned_equal_across_cpus": (all(native["avx2"][k] == emulated["avx2"][k] for k in key)
-                                   if "avx2" in emulated else None),
+                                   if key[0] in emulated.get("avx2", {}) else None),
       "unpinned_equal_across_cpus": (all(native["native"][k] == emulated["native"][k] for k in key)
-                                     if "native" in emulated else None),
+                                     if key[0] in emulated.get("native", {}) else None),
       "pin_cost": {"embed": round(native["avx2"]["embed_s"] / native["native"]["embed_s"], 3),
                    "fit": round(native["avx2"]["fit_s"] / native["native"]["fit_s"], 3)},
       "machine": machine(load_before, note="2 shared cores; the emulated probe's timings are QEMU's, not a CPU's"),

@@ -140,7 +140,8 @@ async def open_backends(flag_values: Any, seeds: Iterable[int], **kwargs: Any) -
 
 def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, Any], max_queries: int,
              progress: bool, use_wandb: bool, sim_process: bool, backend_flags: Any = None,
-             needed_models: bool = True) -> dict[str, Any]:
+             needed_models: bool = True, executor: str = "process", ray_address: str | None = None,
+             ray_workers: int | None = None) -> dict[str, Any]:
   """Opens the spec's backends from the shared backend flags and runs the table; returns its record.
 
   Args:
@@ -150,9 +151,18 @@ def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, 
     sim_process: serve the embedded sim from its own process.
     backend_flags: backend flags to use instead of `flag_values` (a sim profile per run).
     needed_models: check only the spec's pools' models at a real endpoint (else every mapped model).
+    executor: "process" (every cell in this process's event loop) or "ray" (each cell a Ray task:
+      `experiment.ray_executor`, on a local cluster of `ray_workers` cores or the one at `ray_address`).
   """
-  from hieramas_jax.experiment.backend import pool_models  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, pool_models  # pylint: disable=import-outside-toplevel
   from hieramas_jax.experiment.runner import run_table  # pylint: disable=import-outside-toplevel
+
+  if executor == "ray":
+    from hieramas_jax.experiment.ray_executor import run_table_ray  # pylint: disable=import-outside-toplevel
+    source = backend_flags if backend_flags is not None else flag_values
+    return run_table_ray(spec, {n: getattr(source, n, None) for n in BACKEND_FLAG_NAMES}, run_root=run_root,
+                         flags=flags, max_queries=max_queries, use_wandb=use_wandb, progress=progress,
+                         address=ray_address, workers=ray_workers)
 
   async def go():
     async with open_backends(backend_flags if backend_flags is not None else flag_values, spec.seeds,
