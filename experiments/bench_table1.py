@@ -24,11 +24,17 @@ flags.DEFINE_list("methods", None, "Methods of the `published` segment (default:
 flags.DEFINE_list("segments", ["published", "suite_recipe_row"], "Which segments to time.")
 flags.DEFINE_multi_string("method_option", [], "Passed on to reproduce_table1.py (METHOD.FIELD=VALUE), e.g. a "
                           "training budget: hieramas.stage1_steps=25.")
-flags.DEFINE_string("out", str(BENCH_FILE), "The bench file; only key `table1` is written.")
+flags.DEFINE_string("out", str(BENCH_FILE), "The bench file; only key `table1` (with --scaling: `table1_scaling`) is written.")
 flags.DEFINE_string("work_dir", None, "Where the cold cache and run roots go (default: a temporary directory).")
+flags.DEFINE_bool("scaling", False, "Instead: the same table cold in one process and as Ray tasks on 1 and 2 workers "
+                  "(key table1_scaling).")
 
 
 def main():
+  if FLAGS.scaling:
+    table1.run_scaling(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods,
+                       method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir)
+    return
   table1.run(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods, segments=FLAGS.segments,
              method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir)
 

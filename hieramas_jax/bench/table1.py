@@ -30,7 +30,7 @@ import tempfile
 import time
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.bench.results import existing_entry, load_average, publish
+from hieramas_jax.bench.results import existing_entry, load_average, machine, publish
 from hieramas_jax.errors import UserError
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.paths import REPO_DIR
@@ -173,4 +173,49 @@ def run(*, limit: int | None, train_limit: int | None, methods: Sequence[str] | 
   publish(out, KEY, entry)
   print("; ".join(f"{seg}: cold {entry[seg]['cold_s']} s, warm {entry[seg]['warm_s']} s, "
                   f"rerun {entry[seg]['rerun_s']} s" for seg in segments) + f" -> {out} (key table1)")
+  return entry
+
+
+SCALING_KEY = "table1_scaling"
+# (executor, Ray workers): one process, then Ray on 1, 2, ... cores of this machine.
+SCALING_EXECUTORS = (("process", None), ("ray", 1), ("ray", 2))
+
+
+def run_scaling(*, limit: int | None, train_limit: int | None, methods: Sequence[str] | None,
+                method_option: Sequence[str], out: str, work_dir: str | None,
+                executors: Sequence[tuple[str, int | None]] = SCALING_EXECUTORS) -> dict:
+  """How a table's cold wall time scales with the executor and its workers (issue 29): the same table, each
+  executor from its own cold cache and run root, timed as a user runs it; writes key `table1_scaling`.
+
+  Each run's table must be the same (accuracy, cost and per-query outcomes of every cell); a run whose table
+  differs is said in `same_table`, not hidden.
+  """
+  logging.getLogger().setLevel(logging.INFO)
+  work = pathlib.Path(work_dir or tempfile.mkdtemp(prefix="bench-scaling-"))
+  scope = {"limit": limit, "train_limit": train_limit, "methods": methods, "method_option": method_option}
+  load_before = load_average()
+  runs, tables = [], []
+  for executor, workers in executors:
+    name = executor if workers is None else f"{executor}-{workers}"
+    where = work / name
+    env = dict(os.environ, HIERAMAS_CACHE_DIR=str(where / "cache"), PYTHONPATH=str(REPO_DIR), WANDB_MODE="offline")
+    args = ["--progress=false", f"--out_dir={where / 'out'}", f"--run_root={where / 'runs'}",
+            f"--methods={','.join(segment_methods('published', methods))}", f"--executor={executor}"]
+    args += [f"--limit={limit}"] * bool(limit) + [f"--train_limit={train_limit}"] * bool(train_limit)
+    args += [f"--ray_workers={workers}"] * bool(workers) + [f"--method_option={o}" for o in method_option]
+    timed = _run(args, env)
+    suffix = f"_limit{limit}" if limit else ""
+    record = json.loads((where / "out" / f"table1{suffix}.json").read_text())
+    tables.append({k: (c["accuracy"], c["cost_usd"], c["outcomes"]) for k, c in record["cells"].items()})
+    runs.append({"executor": executor, "workers": workers, **timed, **_table_stats(where / "out", suffix)})
+  entry = {"runs": runs, "same_table": all(t == tables[0] for t in tables), "scope": scope,
+           "note": "cold (fresh caches and run roots) each; wall_s is the command as a user runs it (Ray's start "
+                   "included); cpu_s counts the benchmark's children (Ray's workers are the raylet's children, "
+                   "so a Ray run's CPU is not all counted); other load on the machine slows every figure",
+           "machine": machine(load_before),
+           "provenance": provenance(seed=0, benchmarks=("humaneval_plus", "math", "mmlu_redux"), flags=scope,
+                                    backend="sim")}
+  publish(out, SCALING_KEY, entry)
+  print("; ".join(f"{r['executor']}{'' if r['workers'] is None else '-' + str(r['workers'])}: {r['wall_s']} s"
+                  for r in runs) + f"; same table: {entry['same_table']} -> {out} (key {SCALING_KEY})")
   return entry

@@ -30,6 +30,7 @@ address (`ray start --head` on one machine, `ray start --address=<head>:6379` on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -109,11 +110,12 @@ async def plan_and_check(spec: TableSpec, backend_flags: Mapping[str, Any], run_
   endpoints' preflight), every cell planned and checked, every lock free. Returns each seed's endpoint
   description, the backends' labels, the table root and each cell's number of test queries."""
   # pylint: disable=import-outside-toplevel
-  from hieramas_jax.experiment.backend import pool_models
-  from hieramas_jax.experiment.cli import open_backends
+  from hieramas_jax.experiment.backend import open_backend, pool_models
   from hieramas_jax.experiment.runner import lock_plans, plan_table, table_root
-  async with open_backends(types.SimpleNamespace(**backend_flags), spec.seeds,
-                           needed_models=pool_models(spec.pools)) as backends:
+  async with contextlib.AsyncExitStack() as stack:
+    backends = {s: await stack.enter_async_context(open_backend(types.SimpleNamespace(**backend_flags), seed=s,
+                                                                needed_models=pool_models(spec.pools)))
+                for s in spec.seeds}
     root = table_root(run_root, backends[spec.seeds[0]].endpoint.name)
     plans = plan_table(spec, backends, root)
     with lock_plans(plans):  # a cell another process writes is named now, not when its task starts
