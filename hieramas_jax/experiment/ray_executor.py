@@ -172,6 +172,8 @@ def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root
   except BaseException:
     for ref in refs:  # Ctrl-C or a driver error: nothing left running on any worker
       ray.cancel(ref, force=True)
+    if address is None:  # the local cluster this run started goes with it (Ctrl-C ends the process with
+      ray.shutdown()     # os._exit, which skips Ray's own atexit shutdown)
     raise
   finally:
     table_progress.close()
