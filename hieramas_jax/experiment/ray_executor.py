@@ -144,7 +144,9 @@ def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root
   from hieramas_jax.experiment.rundir import PROGRESS_FILE
   from hieramas_jax.experiment.runner import table_record
   described, labels, root, totals = aio.run(plan_and_check(spec, backend_flags, run_root))
-  ray = init_ray(address, workers)
+  import ray  # pylint: disable=import-outside-toplevel
+  local = not ray.is_initialized() and address is None  # a cluster this run starts, and so stops
+  init_ray(address, workers)
   task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_cell_task)
   cells = spec.cells()
   started = time.monotonic()
@@ -172,8 +174,8 @@ def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root
   except BaseException:
     for ref in refs:  # Ctrl-C or a driver error: nothing left running on any worker
       ray.cancel(ref, force=True)
-    if address is None:  # the local cluster this run started goes with it (Ctrl-C ends the process with
-      ray.shutdown()     # os._exit, which skips Ray's own atexit shutdown)
+    if local:  # the local cluster this run started goes with it (Ctrl-C ends the process with os._exit,
+      ray.shutdown()  # which skips Ray's own atexit shutdown)
     raise
   finally:
     table_progress.close()
