@@ -63,8 +63,10 @@ flags.DEFINE_enum("executor", "process", ["process", "ray"], "process: every cel
                   "many machines').")
 flags.DEFINE_string("ray_address", None, "--executor=ray: join this running cluster (`ray start --head` prints it), "
                     "instead of starting a local one.")
-flags.DEFINE_integer("ray_workers", None, "--executor=ray without --ray_address: most cells at once (default: every "
-                     "core).", lower_bound=1)
+flags.DEFINE_integer("ray_workers", None, "--executor=ray without --ray_address: the local cluster's CPUs (default: "
+                     "every core).", lower_bound=1)
+flags.DEFINE_integer("ray_cells_per_cpu", 1, "--executor=ray: cells at once per CPU (a cell mostly waits on its calls; "
+                     "each is a worker process of about 1 GB).", lower_bound=1)
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
@@ -72,7 +74,7 @@ define_verbose_flag()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
              "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb", "executor", "ray_address",
-             "ray_workers") + BACKEND_FLAG_NAMES
+             "ray_workers", "ray_cells_per_cpu") + BACKEND_FLAG_NAMES
 
 
 def build_spec() -> TableSpec:
@@ -100,7 +102,7 @@ def main():
   record = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=selected_flags(FLAGS, RUN_FLAGS),
                     max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                     sim_process=FLAGS.sim_process, executor=FLAGS.executor, ray_address=FLAGS.ray_address,
-                    ray_workers=FLAGS.ray_workers)
+                    ray_workers=FLAGS.ray_workers, ray_cells_per_cpu=FLAGS.ray_cells_per_cpu)
   written = write_tables(record, FLAGS.out_dir, suffix=f"_limit{spec.test_limit}" if spec.test_limit else "")
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 

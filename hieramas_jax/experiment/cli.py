@@ -141,7 +141,7 @@ async def open_backends(flag_values: Any, seeds: Iterable[int], **kwargs: Any) -
 def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, Any], max_queries: int,
              progress: bool, use_wandb: bool, sim_process: bool, backend_flags: Any = None,
              needed_models: bool = True, executor: str = "process", ray_address: str | None = None,
-             ray_workers: int | None = None) -> dict[str, Any]:
+             ray_workers: int | None = None, ray_cells_per_cpu: int = 1) -> dict[str, Any]:
   """Opens the spec's backends from the shared backend flags and runs the table; returns its record.
 
   Args:
@@ -152,7 +152,8 @@ def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, 
     backend_flags: backend flags to use instead of `flag_values` (a sim profile per run).
     needed_models: check only the spec's pools' models at a real endpoint (else every mapped model).
     executor: "process" (every cell in this process's event loop) or "ray" (each cell a Ray task:
-      `experiment.ray_executor`, on a local cluster of `ray_workers` cores or the one at `ray_address`).
+      `experiment.ray_executor`, on a local cluster of `ray_workers` cores or the one at `ray_address`,
+      `ray_cells_per_cpu` cells at once per CPU).
   """
   from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, pool_models  # pylint: disable=import-outside-toplevel
   from hieramas_jax.experiment.runner import run_table  # pylint: disable=import-outside-toplevel
@@ -162,7 +163,7 @@ def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, 
     source = backend_flags if backend_flags is not None else flag_values
     return run_table_ray(spec, {n: getattr(source, n, None) for n in BACKEND_FLAG_NAMES}, run_root=run_root,
                          flags=flags, max_queries=max_queries, use_wandb=use_wandb, progress=progress,
-                         address=ray_address, workers=ray_workers)
+                         address=ray_address, workers=ray_workers, cells_per_cpu=ray_cells_per_cpu)
 
   async def go():
     async with open_backends(backend_flags if backend_flags is not None else flag_values, spec.seeds,

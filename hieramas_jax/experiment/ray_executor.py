@@ -84,8 +84,8 @@ def run_cell_task(spec: TableSpec, backend_flags: Mapping[str, Any], run_root: s
 
 
 def init_ray(address: str | None, workers: int | None) -> Any:
-  """`ray.init` for a run: a local cluster on this machine (at most `workers` cells at once, default every
-  core), or the existing cluster at `address`. Workers get this checkout on PYTHONPATH and the pin."""
+  """`ray.init` for a run: a local cluster on this machine of `workers` CPUs (default every core), or the
+  existing cluster at `address`. Workers get this checkout on PYTHONPATH and the pin."""
   import ray  # pylint: disable=import-outside-toplevel
   env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
   env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_DIR), os.environ.get("PYTHONPATH", "")) if p)
@@ -126,7 +126,7 @@ async def plan_and_check(spec: TableSpec, backend_flags: Mapping[str, Any], run_
 
 def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root: str, flags: Mapping[str, Any],
                   max_queries: int, use_wandb: bool = False, progress: bool = True, address: str | None = None,
-                  workers: int | None = None, command: str | None = None) -> dict[str, Any]:
+                  workers: int | None = None, cells_per_cpu: int = 1, command: str | None = None) -> dict[str, Any]:
   """Runs every cell of `spec` as a Ray task; returns the table record `runner.run_table` would.
 
   Args:
@@ -134,7 +134,11 @@ def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root
     backend_flags: the backend flags' values (`backend.BACKEND_FLAG_NAMES`), as a worker rebuilds them.
     run_root, flags, max_queries, use_wandb, progress, command: as `runner.run_table` (max_queries per worker).
     address: a running cluster to join (None: start a local one).
-    workers: with no address, the most cells at once (default: every core).
+    workers: with no address, the CPUs of the local cluster (default: every core).
+    cells_per_cpu: cells (tasks) at once per CPU. A cell mostly waits on its calls, so one per CPU leaves
+      the CPU idle: measured on 2 shared cores, 18 small cells took 798 s on one worker against 77 s in one
+      process, whose event loop overlaps every cell (results/bench.json key table1_scaling). More cells per
+      CPU overlap them across processes, at a worker process (torch, jax: about 1 GB) each.
 
   Raises:
     The first failed cell's own error (a UserError stays one line), after every other cell finished.
@@ -147,7 +151,7 @@ def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root
   import ray  # pylint: disable=import-outside-toplevel
   local = not ray.is_initialized() and address is None  # a cluster this run starts, and so stops
   init_ray(address, workers)
-  task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_cell_task)
+  task = ray.remote(num_cpus=1.0 / cells_per_cpu, max_retries=MAX_RETRIES)(run_cell_task)
   cells = spec.cells()
   started = time.monotonic()
   refs = {task.remote(cell_spec(spec, c), dict(backend_flags), str(run_root), dict(flags), max_queries, use_wandb): c
