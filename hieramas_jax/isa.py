@@ -16,11 +16,13 @@ reads when it first computes:
   oneDNN              DNNL_MAX_CPU_ISA=AVX2           oneDNN's JIT kernels
   XLA (jax)           XLA_FLAGS+=--xla_cpu_max_isa=AVX2   the instructions XLA:CPU may emit
   numpy               NPY_DISABLE_CPU_FEATURES=...    numpy's AVX-512 dispatch targets
+  threads             OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, XLA_FLAGS+=--xla_cpu_multi_thread_eigen=false
+                      (a sum split over more threads is another sum: same bytes on any core count)
 
 What is promised and what is not (README, "Same bytes on any CPU"): measured on one AVX-512 Xeon natively and
 under an emulated AMD EPYC-Rome (AVX2, no AVX-512; `tests/test_isa.py`), the pinned embeddings and learned
 parameters are the same bytes. Not promised: CPUs without AVX2 (MKL then takes its AUTO branch), other
-library versions (requirements.lock pins them), other thread counts for MKL (the suite's GEMMs are small).
+library versions (requirements.lock pins them), a thread count set by the user.
 
 `HIERAMAS_ISA=native` turns the pin off (each library uses the CPU's widest kernels: faster where AVX-512
 helps, bytes differ across CPUs); a variable the user set is never overridden; `fingerprint()` records what
@@ -47,14 +49,22 @@ _NUMPY_ABOVE_AVX2 = ("X86_V4 AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX A
 _NUMPY_ABOVE_SSE42 = "X86_V3 AVX AVX2 FMA3 F16C " + _NUMPY_ABOVE_AVX2
 
 # Level -> the environment each library reads. "sse4.2" is the lower level the tests compare against.
+# One thread per numeric call at every level: a GEMM split over more threads sums in another order (the
+# encoder's embeddings differed between 1 and 2 OpenMP threads here), and Ray gives each worker
+# OMP_NUM_THREADS=<its CPUs> while one process uses every core. Cells run concurrently, so the cores stay busy.
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false"
 LEVELS: dict[str, dict[str, str]] = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2",
-             "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_AVX2, "XLA_FLAGS": f"{XLA_FLAG}=AVX2"},
+             "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_AVX2, **_ONE_THREAD,
+             "XLA_FLAGS": f"{XLA_FLAG}=AVX2 {XLA_ONE_THREAD}"},
     "sse4.2": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "SSE4_2", "DNNL_MAX_CPU_ISA": "SSE41",
-               "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_SSE42, "XLA_FLAGS": f"{XLA_FLAG}=SSE4_2"},
+               "NPY_DISABLE_CPU_FEATURES": _NUMPY_ABOVE_SSE42, **_ONE_THREAD,
+               "XLA_FLAGS": f"{XLA_FLAG}=SSE4_2 {XLA_ONE_THREAD}"},
 }
 # The variables `pin` sets and `fingerprint` records.
-VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "DNNL_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES", "XLA_FLAGS")
+VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "DNNL_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES", "OMP_NUM_THREADS",
+             "MKL_NUM_THREADS", "XLA_FLAGS")
 # CPU flags that decide which kernels the libraries may choose (recorded, not the whole /proc/cpuinfo line).
 _CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
               "avx512_bf16", "avx512_fp16", "amx_tile")
@@ -77,7 +87,7 @@ def level() -> str:
 def pin() -> dict[str, str]:
   """Sets each library's variable for `level()` unless the user set it; returns what it set.
 
-  XLA_FLAGS is extended, not replaced (other XLA flags are kept), unless it already names a max ISA.
+  XLA_FLAGS is extended, not replaced: each of the pin's XLA flags is added unless it is already there.
   Must run before the libraries compute anything: each reads its variable once.
   """
   global _LOADED_BEFORE_PIN  # pylint: disable=global-statement
@@ -89,9 +99,11 @@ def pin() -> dict[str, str]:
   for name, value in LEVELS[wanted].items():
     current = os.environ.get(name)
     if name == "XLA_FLAGS":
-      if current and XLA_FLAG in current:
+      present = {f.split("=")[0] for f in (current or "").split()}
+      missing = [f for f in value.split() if f.split("=")[0] not in present]
+      if not missing:
         continue
-      value = f"{current} {value}" if current else value
+      value = " ".join([current] * bool(current) + missing)
     elif current is not None:
       continue
     os.environ[name] = value
@@ -132,4 +144,4 @@ def fingerprint() -> dict[str, Any]:
 def embedding_tag() -> str:
   """Appended to cached embeddings' model id: vectors made at another level are other bytes, never mixed."""
   wanted = level()
-  return "" if wanted == NATIVE else f"+isa-{wanted}"
+  return "" if wanted == NATIVE else f"+isa-{wanted}-1thread"

@@ -25,19 +25,21 @@ def clean_env(monkeypatch):
 
 def test_the_pin_sets_each_library_s_variable_keeps_the_user_s_and_extends_xla_flags(clean_env):
   assert isa.pin() == isa.LEVELS["avx2"]
-  assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2" and os.environ["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2"
+  assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2" and os.environ["OMP_NUM_THREADS"] == "1"
+  assert os.environ["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2 --xla_cpu_multi_thread_eigen=false"
   for name in isa.VARIABLES:
     clean_env.delenv(name)
   clean_env.setenv("MKL_CBWR", "COMPATIBLE")
   clean_env.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
   set_now = isa.pin()
   assert "MKL_CBWR" not in set_now and os.environ["MKL_CBWR"] == "COMPATIBLE"  # the user's choice stands
-  assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2 --xla_cpu_max_isa=AVX2"
-  assert "XLA_FLAGS" not in isa.pin()  # already names a max ISA: left alone
+  assert os.environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=2 --xla_cpu_max_isa=AVX2 "
+                                     "--xla_cpu_multi_thread_eigen=false")
+  assert "XLA_FLAGS" not in isa.pin()  # every flag of the pin already there: left alone
   clean_env.setenv(isa.LEVEL_ENV, "native")
   assert isa.pin() == {} and isa.embedding_tag() == ""
   clean_env.setenv(isa.LEVEL_ENV, "sse4.2")
-  assert isa.embedding_tag() == "+isa-sse4.2"
+  assert isa.embedding_tag() == "+isa-sse4.2-1thread"
   clean_env.setenv(isa.LEVEL_ENV, "avx9")
   with pytest.raises(isa.IsaError, match="HIERAMAS_ISA='avx9': known levels are avx2, sse4.2, native"):
     isa.level()
