@@ -10,7 +10,7 @@ SWEEP_PARALLEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install sandbox-tools report-tools test test-all test-real dry-run-paper reproduce-table1 reproduce-table3 regret frontier \
+.PHONY: install sandbox-tools report-tools test test-all test-real dry-run-paper bench-isa reproduce-table1 reproduce-table3 regret frontier \
 	calibrate bench bench-table1 sim-server clean-cache report wandb-report wandb-sync sweep-k sweep-proposers fit-sim \
 	sim-sensitivity results
 
@@ -121,6 +121,10 @@ dry-run-paper: install
 
 bench-table1: install
 	$(PY) experiments/bench_table1.py
+
+# The ISA pin's bytes and cost per level, natively and on an emulated AMD AVX2 CPU (apt-get install qemu-user).
+bench-isa: install
+	$(PY) experiments/bench_isa.py
 
 # results/table{2,6,7}.{md,json} from the ablation runs, then results/report/index.html (one page, offline).
 # A quick look's or another run's: make report RESULTS=/tmp/t1 [RUN_ROOT=runs/table1-limit3-train8]

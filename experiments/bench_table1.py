@@ -26,11 +26,20 @@ flags.DEFINE_list("methods", None, "Methods of the `published` segment (default:
 flags.DEFINE_list("segments", ["published", "suite_recipe_row"], "Which segments to time.")
 flags.DEFINE_multi_string("method_option", [], "Passed on to reproduce_table1.py (METHOD.FIELD=VALUE), e.g. a "
                           "training budget: hieramas.stage1_steps=25.")
-flags.DEFINE_string("out", str(BENCH_FILE), "The bench file; only key `table1` is written.")
+flags.DEFINE_string("out", str(BENCH_FILE), "The bench file; only key `table1` (with --scaling: `table1_scaling`) is written.")
 flags.DEFINE_string("work_dir", None, "Where the cold cache and run roots go (default: a temporary directory).")
+flags.DEFINE_bool("scaling", False, "Instead: the same table cold in one process and as Ray tasks (key "
+                  "table1_scaling; --scaling_runs says which).")
+flags.DEFINE_list("scaling_runs", list(table1.SCALING_RUNS), "--scaling: process or ray:<workers>[:<cells per CPU>], "
+                  "each timed cold; an earlier entry's other runs of the same scope are kept.")
 
 
 def main():
+  if FLAGS.scaling:
+    table1.run_scaling(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods,
+                       method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir,
+                       runs_wanted=FLAGS.scaling_runs)
+    return
   refuse_cut_run(FLAGS, ("limit", "train_limit"), out_flag="out",
                  overwrites=f"the table's timings in {repo_relative(FLAGS.out)}")  # a quick check's are not
   table1.run(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods, segments=FLAGS.segments,

@@ -60,13 +60,23 @@ flags.DEFINE_bool("sim_process", True, "With --backend=sim and no --base_url: se
 flags.DEFINE_bool("wandb", True, "Every cell and training stage its own W&B run (offline unless WANDB_MODE=online or "
                   "WANDB_API_KEY is set; `make wandb-sync` uploads offline runs).")
 flags.DEFINE_bool("progress", True, "Show the table's progress bar.")
+flags.DEFINE_enum("executor", "process", ["process", "ray"], "process: every cell in this process; ray: each cell a "
+                  "Ray task on every core (a local cluster) or on the cluster at --ray_address (README: 'Many cores, "
+                  "many machines').")
+flags.DEFINE_string("ray_address", None, "--executor=ray: join this running cluster (`ray start --head` prints it), "
+                    "instead of starting a local one.")
+flags.DEFINE_integer("ray_workers", None, "--executor=ray without --ray_address: the local cluster's CPUs (default: "
+                     "every core).", lower_bound=1)
+flags.DEFINE_integer("ray_cells_per_cpu", 1, "--executor=ray: cells at once per CPU (a cell mostly waits on its calls; "
+                     "each is a worker process of about 1 GB).", lower_bound=1)
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
 define_verbose_flag()
 
 RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
-             "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb") + BACKEND_FLAG_NAMES
+             "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb", "executor", "ray_address",
+             "ray_workers", "ray_cells_per_cpu") + BACKEND_FLAG_NAMES
 
 
 def build_spec() -> TableSpec:
@@ -99,7 +109,8 @@ def main():
     return
   record = run_spec(spec, FLAGS, run_root=default_run_root(FLAGS, spec), flags=selected_flags(FLAGS, RUN_FLAGS),
                     max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
-                    sim_process=FLAGS.sim_process)
+                    sim_process=FLAGS.sim_process, executor=FLAGS.executor, ray_address=FLAGS.ray_address,
+                    ray_workers=FLAGS.ray_workers, ray_cells_per_cpu=FLAGS.ray_cells_per_cpu)
   written = write_tables(record, FLAGS.out_dir, suffix=spec.results_suffix())
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 

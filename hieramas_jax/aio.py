@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from typing import Any, Coroutine, Iterable, TypeVar
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Coroutine, Iterable, NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -43,6 +49,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
   fewer, larger passes; the thresholds are restored when `main` returns. Other threads (the embedded sim)
   keep their own loops.
   """
+  main = _interruptible(main)
   previous = gc.get_threshold()
   gc.collect()
   gc.freeze()
@@ -56,3 +63,63 @@ def run(main: Coroutine[Any, Any, T]) -> T:
   finally:
     gc.set_threshold(*previous)
     gc.unfreeze()
+
+
+# After Ctrl-C, how long the run may take to stop cleanly (cancelled cells close their writers, the sim
+# process is stopped) before the process ends anyway: a thread deep in an encoder batch or an XLA compile
+# cannot be cancelled, and waiting for it took 24 s.
+INTERRUPT_GRACE_S = 3.0
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C'd program
+INTERRUPTED_LINE = "interrupted: stopped; rerun the same command to resume (finished work is kept)"
+_EXIT_LOCK = threading.Lock()
+
+
+def exit_interrupted() -> NoReturn:
+  """Prints the one interrupted line and ends the process now, status 130, without joining worker threads.
+
+  Why `os._exit`: the interpreter's exit joins every executor thread, and one may be minutes into an
+  uncancellable computation. Nothing is lost: every result is written atomically or appended as a sealed
+  line as it lands, so a rerun resumes; the sim process dies with its parent (PR_SET_PDEATHSIG).
+  """
+  with _EXIT_LOCK:  # never released: a second caller (the grace timer, a second Ctrl-C) waits for the exit
+    try:
+      logging.shutdown()
+      sys.stdout.flush()
+    finally:
+      print(INTERRUPTED_LINE, file=sys.stderr, flush=True)
+      os._exit(EXIT_INTERRUPTED)  # pylint: disable=protected-access
+
+
+async def _interruptible(main: Coroutine[Any, Any, T]) -> T:
+  """`main`, with Ctrl-C cancelling it (its `finally` blocks run) and raising KeyboardInterrupt, no traceback.
+
+  A second Ctrl-C, or INTERRUPT_GRACE_S without the run ending, ends the process at once
+  (`exit_interrupted`). Off the main thread, or where SIGINT is ignored (a background job), `main` runs as is.
+  """
+  loop = asyncio.get_running_loop()
+  task = asyncio.current_task()
+  interrupted = False
+
+  def grace() -> None:
+    time.sleep(INTERRUPT_GRACE_S)
+    exit_interrupted()
+
+  def on_sigint() -> None:
+    nonlocal interrupted
+    if interrupted:
+      exit_interrupted()
+    interrupted = True
+    task.cancel()
+    threading.Thread(target=grace, name="interrupt-grace", daemon=True).start()
+
+  if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    return await main
+  loop.add_signal_handler(signal.SIGINT, on_sigint)
+  try:
+    return await main
+  except asyncio.CancelledError:
+    if interrupted:
+      raise KeyboardInterrupt from None
+    raise
+  finally:
+    loop.remove_signal_handler(signal.SIGINT)

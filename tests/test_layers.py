@@ -17,7 +17,7 @@ PACKAGE = REPO_DIR / "hieramas_jax"
 # units that come before it. Units on one line (a tuple) share a floor and may not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths", "errors", "aio"),
-    ("fileio",),
+    ("fileio", "isa"),  # isa: the numeric kernels' pin, set by the package's __init__ before anything loads
     ("benchmarks", "llm"),
     ("mas",),
     ("sim",),  # above mas only for its diagnostic tool sim/truncation.py (the served sim: see below)

@@ -19,6 +19,7 @@ as a user runs it, in a process of its own.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -30,7 +31,7 @@ import tempfile
 import time
 from typing import Any, Mapping, Sequence
 
-from hieramas_jax.bench.results import existing_entry, load_average, publish
+from hieramas_jax.bench.results import existing_entry, load_average, machine, publish
 from hieramas_jax.errors import UserError
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.paths import REPO_DIR
@@ -173,4 +174,76 @@ def run(*, limit: int | None, train_limit: int | None, methods: Sequence[str] | 
   publish(out, KEY, entry)
   print("; ".join(f"{seg}: cold {entry[seg]['cold_s']} s, warm {entry[seg]['warm_s']} s, "
                   f"rerun {entry[seg]['rerun_s']} s" for seg in segments) + f" -> {out} (key table1)")
+  return entry
+
+
+SCALING_KEY = "table1_scaling"
+# The executors timed, "process" or "ray:<workers>[:<cells per CPU>]": one process, then Ray on 1 and 2 cores.
+SCALING_RUNS = ("process", "ray:1", "ray:2")
+
+
+def parse_scaling_run(text: str) -> dict[str, Any]:
+  """"ray:2:4" -> {"executor": "ray", "workers": 2, "cells_per_cpu": 4}; "process" -> its executor alone."""
+  parts = text.split(":")
+  try:
+    if parts[0] == "process" and len(parts) == 1:
+      return {"executor": "process", "workers": None, "cells_per_cpu": None}
+    if parts[0] == "ray" and len(parts) in (2, 3):
+      return {"executor": "ray", "workers": int(parts[1]), "cells_per_cpu": int(parts[2]) if len(parts) == 3 else 1}
+  except ValueError:
+    pass
+  raise UserError(f"--scaling_runs: {text!r} is not process or ray:<workers>[:<cells per CPU>]")
+
+
+def run_scaling(*, limit: int | None, train_limit: int | None, methods: Sequence[str] | None,
+                method_option: Sequence[str], out: str, work_dir: str | None,
+                runs_wanted: Sequence[str] = SCALING_RUNS) -> dict:
+  """How a table's cold wall time scales with the executor and its workers (issue 29): the same table, each
+  executor from its own cold cache and run root, timed as a user runs it; writes key `table1_scaling`,
+  keeping the runs of other executors an earlier call timed on the same scope.
+
+  Every run's table must be the same (accuracy, cost and per-query outcomes of every cell); `same_table`
+  says whether they are, over every run in the entry.
+  """
+  logging.getLogger().setLevel(logging.INFO)
+  wanted = [parse_scaling_run(r) for r in runs_wanted]
+  work = pathlib.Path(work_dir or tempfile.mkdtemp(prefix="bench-scaling-"))
+  scope = {"limit": limit, "train_limit": train_limit, "methods": methods, "method_option": method_option}
+  old = existing_entry(out, SCALING_KEY)
+  ident = lambda r: (r["executor"], r["workers"], r.get("cells_per_cpu"))  # pylint: disable=unnecessary-lambda-assignment
+  kept = [r for r in old.get("runs", []) if old.get("scope") == scope and ident(r) not in {ident(w) for w in wanted}]
+  load_before = load_average()
+  runs = []
+  for run_ in wanted:
+    name = "-".join(str(v) for v in ident(run_) if v is not None)
+    where = work / name
+    env = dict(os.environ, HIERAMAS_CACHE_DIR=str(where / "cache"), PYTHONPATH=str(REPO_DIR), WANDB_MODE="offline")
+    args = ["--progress=false", f"--out_dir={where / 'out'}", f"--run_root={where / 'runs'}",
+            f"--methods={','.join(segment_methods('published', methods))}", f"--executor={run_['executor']}"]
+    args += [f"--limit={limit}"] * bool(limit) + [f"--train_limit={train_limit}"] * bool(train_limit)
+    if run_["executor"] == "ray":
+      args += [f"--ray_workers={run_['workers']}", f"--ray_cells_per_cpu={run_['cells_per_cpu']}"]
+    args += [f"--method_option={o}" for o in method_option]
+    timed = _run(args, env)
+    suffix = f"_limit{limit}" if limit else ""
+    record = json.loads((where / "out" / f"table1{suffix}.json").read_text())
+    table_sha256 = hashlib.sha256(json.dumps({k: (c["accuracy"], c["cost_usd"], c["outcomes"])
+                                              for k, c in record["cells"].items()}, sort_keys=True).encode()).hexdigest()
+    runs.append({**run_, **timed, **_table_stats(where / "out", suffix), "table_sha256": table_sha256,
+                 "load_average_1m_after": load_average()[0]})
+  all_runs = kept + runs
+  # Runs an earlier call timed without a table digest count by that call's own same_table verdict.
+  same = len({r["table_sha256"] for r in all_runs if "table_sha256" in r}) == 1 and (
+      old.get("same_table", False) if any("table_sha256" not in r for r in kept) else True)
+  entry = {"runs": all_runs, "same_table": same, "scope": scope,
+           "note": "cold (fresh caches and run roots) each; wall_s is the command as a user runs it (Ray's start "
+                   "included); cpu_s counts the benchmark's children (Ray's workers are the raylet's, so a Ray run's "
+                   "CPU is not all counted); table_sha256: accuracy, cost and outcomes of every cell; other load on "
+                   "the machine slows every figure",
+           "machine": machine(load_before),
+           "provenance": provenance(seed=0, benchmarks=("humaneval_plus", "math", "mmlu_redux"), flags=scope,
+                                    backend="sim")}
+  publish(out, SCALING_KEY, entry)
+  print("; ".join(f"{r['executor']} {r['workers'] or ''} {r.get('cells_per_cpu') or ''}: {r['wall_s']} s"
+                  for r in all_runs) + f"; same table: {entry['same_table']} -> {out} (key {SCALING_KEY})")
   return entry

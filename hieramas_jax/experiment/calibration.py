@@ -47,7 +47,7 @@ from hieramas_jax.experiment.progress import TableProgress
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.experiment.record import ids_sha256
 from hieramas_jax.experiment.rundir import PROGRESS_FILE
-from hieramas_jax.experiment.runner import check_plans, plan_cell, run_cell, table_root
+from hieramas_jax.experiment.runner import check_plans, lock_plans, plan_cell, run_cell, table_root
 from hieramas_jax.experiment.spec import Cell, CellItems, InvalidRunError
 from hieramas_jax.llm.registry import get_model
 from hieramas_jax.mas import structures
@@ -125,6 +125,7 @@ class Measurer:
                        self.backends[seed], root=self.root, settings=RunSettings())
              for seed in self.seeds(benchmark)]
     check_plans(plans)
+    locks = lock_plans(plans)
     progress = TableProgress({p.cell.key: len(items) for p in plans}, self.root / PROGRESS_FILE,
                              enabled=self.progress)
     results, records = [], []
@@ -137,6 +138,7 @@ class Measurer:
         results += [done[it.id] for it in items]
     finally:
       progress.close()
+      locks.close()
     s = summarise(results)
     p = s["accuracy"] / 100.0
     return {"key": key, "benchmark": benchmark, "setting": pool, "accuracy": round(s["accuracy"], 2),

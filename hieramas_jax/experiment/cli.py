@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pathlib
 import re
 import sys
@@ -26,9 +27,12 @@ EXIT_USER_ERROR = 2
 
 
 def run_or_exit(fn: Callable[[], Any]) -> Any:
-  """Calls `fn`; on a `UserError` prints `error: <message>` (one line per problem) to stderr and exits 2."""
+  """Calls `fn`; on a `UserError` prints `error: <message>` (one line per problem) to stderr and exits 2; on
+  Ctrl-C one line and exits 130."""
   try:
     return fn()
+  except KeyboardInterrupt:  # Ctrl-C: one line, status 130, no traceback (see aio.exit_interrupted)
+    aio.exit_interrupted()
   except UserError as e:
     logging.shutdown()
     for problem in getattr(e, "problems", None) or [e]:  # a table's plan check names every conflict, one line each
@@ -50,6 +54,47 @@ def parse_flags_or_exit(argv: list[str]) -> list[str]:
     sys.exit(EXIT_USER_ERROR)
 
 
+# Flags that name a directory the program writes under: checked before any work (`check_output_dirs`).
+OUTPUT_DIR_FLAGS = ("out_dir", "run_root", "work_dir")
+
+
+class OutputDirError(UserError):
+  """An output directory flag names a file or a place the program cannot write: said before any work."""
+
+  def __init__(self, problems: list[str]):
+    super().__init__("\n".join(problems))
+    self.problems = problems
+
+
+def output_dir_problems(named: Mapping[str, Any]) -> list[str]:
+  """Why each named directory cannot be written under (empty: all can); creates nothing.
+
+  Why: a table's files are written after every cell ran, so an --out_dir naming a file used to fail
+  half an hour late; an unwritable --run_root failed with a traceback.
+  """
+  problems = []
+  for name, value in named.items():
+    if value is None:
+      continue
+    path = pathlib.Path(value)
+    if path.exists() and not path.is_dir():
+      problems.append(f"--{name}={value} names a file, not a directory")
+      continue
+    existing = path if path.exists() else next((p for p in path.absolute().parents if p.exists()), None)
+    if existing is None or not existing.is_dir():
+      problems.append(f"--{name}={value}: {existing} is not a directory")
+    elif not os.access(existing, os.W_OK | os.X_OK):
+      problems.append(f"--{name}={value}: cannot write under {existing} (permission denied or read-only)")
+  return problems
+
+
+def check_output_dirs(flag_values: Any) -> None:
+  """The program's output directory flags (OUTPUT_DIR_FLAGS) can be written under, or one UserError line each."""
+  problems = output_dir_problems({n: flag_values[n].value for n in OUTPUT_DIR_FLAGS if n in flag_values})
+  if problems:
+    raise OutputDirError(problems)
+
+
 def enable_jax_cache() -> None:
   """Compiled XLA executables persist across runs: a rerun, an ablation or a sweep point does not recompile."""
   import jax  # pylint: disable=import-outside-toplevel
@@ -67,14 +112,22 @@ def run(main: Callable[[], Any], *, jax_cache: bool = False) -> None:
   from absl import app, flags  # pylint: disable=import-outside-toplevel
 
   def absl_main(argv: list[str]) -> None:
-    if len(argv) > 1:
-      raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if len(argv) > 1:  # one line, not absl's page of usage
+      print(f"error: unexpected arguments: {' '.join(argv[1:])} (every option is a --flag; see --help)",
+            file=sys.stderr, flush=True)
+      sys.exit(EXIT_USER_ERROR)
     if "verbose" in flags.FLAGS:
       quiet_console(flags.FLAGS.verbose)
     route_results_off_sim(flags.FLAGS)
-    if jax_cache:
-      enable_jax_cache()
-    run_or_exit(main)
+
+    def checked_main():
+      from hieramas_jax.experiment.provenance import require_git  # pylint: disable=import-outside-toplevel
+      require_git()
+      check_output_dirs(flags.FLAGS)
+      if jax_cache:
+        enable_jax_cache()
+      return main()
+    run_or_exit(checked_main)
 
   app.run(absl_main, flags_parser=parse_flags_or_exit)
 
@@ -90,7 +143,8 @@ async def open_backends(flag_values: Any, seeds: Iterable[int], **kwargs: Any) -
 
 def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, Any], max_queries: int,
              progress: bool, use_wandb: bool, sim_process: bool, backend_flags: Any = None,
-             needed_models: bool = True) -> dict[str, Any]:
+             needed_models: bool = True, executor: str = "process", ray_address: str | None = None,
+             ray_workers: int | None = None, ray_cells_per_cpu: int = 1) -> dict[str, Any]:
   """Opens the spec's backends from the shared backend flags and runs the table; returns its record.
 
   Args:
@@ -100,9 +154,19 @@ def run_spec(spec: Any, flag_values: Any, *, run_root: str, flags: Mapping[str, 
     sim_process: serve the embedded sim from its own process.
     backend_flags: backend flags to use instead of `flag_values` (a sim profile per run).
     needed_models: check only the spec's pools' models at a real endpoint (else every mapped model).
+    executor: "process" (every cell in this process's event loop) or "ray" (each cell a Ray task:
+      `experiment.ray_executor`, on a local cluster of `ray_workers` cores or the one at `ray_address`,
+      `ray_cells_per_cpu` cells at once per CPU).
   """
-  from hieramas_jax.experiment.backend import pool_models  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment.backend import BACKEND_FLAG_NAMES, pool_models  # pylint: disable=import-outside-toplevel
   from hieramas_jax.experiment.runner import run_table  # pylint: disable=import-outside-toplevel
+
+  if executor == "ray":
+    from hieramas_jax.experiment.ray_executor import run_table_ray  # pylint: disable=import-outside-toplevel
+    source = backend_flags if backend_flags is not None else flag_values
+    return run_table_ray(spec, {n: getattr(source, n, None) for n in BACKEND_FLAG_NAMES}, run_root=run_root,
+                         flags=flags, max_queries=max_queries, use_wandb=use_wandb, progress=progress,
+                         address=ray_address, workers=ray_workers, cells_per_cpu=ray_cells_per_cpu)
 
   async def go():
     async with open_backends(backend_flags if backend_flags is not None else flag_values, spec.seeds,

@@ -7,12 +7,15 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from typing import Any, Iterable, Mapping
 
+from hieramas_jax import isa
 from hieramas_jax.benchmarks.data import data_sha256
 from hieramas_jax.benchmarks.sandbox import sandbox_provenance
+from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import PRICE_TABLE_DATE
 from hieramas_jax.paths import REPO_DIR
 
@@ -35,11 +38,26 @@ def git_commit() -> dict[str, Any]:
   """
   def run(*args):
     return subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True, check=False)
-  head = run("rev-parse", "HEAD")
+  try:
+    head = run("rev-parse", "HEAD")
+  except FileNotFoundError:  # no git program: `require_git` says so before a run starts
+    return {"commit": None, "dirty": None}
   if head.returncode != 0:
     return {"commit": None, "dirty": None}
   dirty = bool(run("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").stdout.strip())
   return {"commit": head.stdout.strip(), "dirty": dirty}
+
+
+class GitMissingError(UserError):
+  """The checkout is a git repository but no `git` program is on PATH: results could not name their commit."""
+
+
+def require_git() -> None:
+  """Raises GitMissingError when the code is a git checkout and `git` cannot be run (checked before a run
+  starts: every result names the commit that made it). A copy without .git (an sdist) records no commit."""
+  if (REPO_DIR / ".git").exists() and shutil.which("git") is None:
+    raise GitMissingError("git is not on PATH, so results cannot name the commit that made them; install git "
+                          "(e.g. apt-get install git) and rerun")
 
 
 _PROCESS_COMMIT: dict[str, Any] | None = None
@@ -152,6 +170,8 @@ def provenance(*, seed: int | None, benchmarks: Iterable[str] = (), flags: Mappi
       "python": sys.version.split()[0],
       # How HumanEval+ programs were isolated (bubblewrap or the fallback): a grade depends on it.
       "sandbox": sandbox_provenance(),
+      # The numeric kernels' pinned level, the CPU it ran on: where a reader's bytes may depart.
+      "isa": isa.fingerprint(),
   }
   if backend == "sim":
     # "simulated pool (profile X) (hieramas_jax.sim): not real LLM results": every title built from it

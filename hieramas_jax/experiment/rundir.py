@@ -7,11 +7,14 @@ edited data file is named in the error instead of hiding among other differences
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from hieramas_jax.benchmarks.data import DataError
 from hieramas_jax.errors import UserError
@@ -29,6 +32,8 @@ PROGRESS_FILE = "progress.json"
 CHOSEN_FILE = "chosen_graphs.json"
 # The commits whose code computed a cell's fit or test results (a rerun that only replays adds none).
 COMPUTED_FILE = "computed_by.json"
+# Held (flock) by the one process writing the cell; holds that process's pid and host.
+LOCK_FILE = ".lock"
 
 
 class StateError(DataError):
@@ -184,6 +189,43 @@ def prepare_run_dir(run_dir: str | os.PathLike, config: Mapping[str, Any]) -> pa
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(json.loads(json.dumps(config)), indent=2) + "\n")
   return run_dir
+
+
+class RunDirLockedError(UserError, RuntimeError):
+  """Another process is writing the run directory: two writers would tear its checkpoints and append the
+  same items twice."""
+
+
+@contextlib.contextmanager
+def run_dir_lock(run_dir: str | os.PathLike) -> Iterator[pathlib.Path]:
+  """Holds `<run_dir>/.lock` (an exclusive, non-blocking flock) while the cell is written: one writer per cell.
+
+  Why: four processes fitting one cell once crashed orbax twice and appended duplicate item ids. The
+  lock is released by the kernel when its holder exits, however it exits (a kill included), so a stale
+  file never blocks a resume. On a shared filesystem the lock holds where the filesystem honours flock
+  (NFSv4, Lustre, CephFS do; see README).
+
+  Raises:
+    RunDirLockedError: another process holds it (its pid and host named).
+  """
+  run_dir = pathlib.Path(run_dir)
+  run_dir.mkdir(parents=True, exist_ok=True)
+  path = run_dir / LOCK_FILE
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      if e.errno not in (errno.EWOULDBLOCK, errno.EACCES, errno.EAGAIN):
+        raise
+      holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown"
+      raise RunDirLockedError(f"{repo_relative(run_dir)} is being written by another process ({holder}); wait "
+                              "for it to finish or stop it, or use another --run_root") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode(), 0)
+    yield path
+  finally:
+    os.close(fd)  # releases the flock
 
 
 def _data_difference(old: Any, new: Mapping[str, Any]) -> str:

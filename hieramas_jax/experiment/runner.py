@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -49,9 +50,9 @@ from hieramas_jax.experiment.progress import TableProgress
 from hieramas_jax.experiment.provenance import process_commit, provenance
 from hieramas_jax.experiment.record import CellRecord, ids_sha256
 from hieramas_jax.experiment.rundir import (COMPUTED_FILE, FIT_FILE, PROGRESS_FILE, STATE_DIR, SUMMARY_FILE,
-                                            CHOSEN_FILE, TRAINING_COST_FILE, RunConfigMismatchError, StateError,
-                                            from_repo, prepare_run_dir, read_json, repo_relative, run_dir_conflict,
-                                            safe_name)
+                                            CHOSEN_FILE, TRAINING_COST_FILE, RunConfigMismatchError, RunDirLockedError,
+                                            StateError, from_repo, prepare_run_dir, read_json, repo_relative,
+                                            run_dir_conflict, run_dir_lock, safe_name)
 from hieramas_jax.experiment.spec import (SAME_RUN_UNTAGGED, Cell, CellItems, InvalidRunError, TableSpec,
                                           cell_items, data_record, train_command)
 from hieramas_jax.experiment.usage import TrainingMeter, check_usage_record
@@ -328,6 +329,26 @@ def check_plans(plans: Sequence[CellPlan]) -> None:
     raise TablePlanError(problems)
 
 
+def lock_plans(plans: Sequence[CellPlan]) -> contextlib.ExitStack:
+  """Takes every cell's run-directory lock (`rundir.run_dir_lock`) before any cell starts; close to release.
+
+  Raises:
+    TablePlanError: naming every cell another process is writing (the locks taken so far are released).
+  """
+  stack = contextlib.ExitStack()
+  problems = []
+  with contextlib.ExitStack() as taking:
+    for plan in plans:
+      try:
+        taking.enter_context(run_dir_lock(plan.run_dir))
+      except RunDirLockedError as e:
+        problems.append(str(e))
+    if problems:
+      raise TablePlanError(problems)
+    stack.push(taking.pop_all())
+  return stack
+
+
 async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, bound: asyncio.Semaphore,
                    progress: TableProgress, settings: RunSettings = RunSettings(), show_bars: bool = False,
                    use_wandb: bool = False, flags: Mapping[str, Any] | None = None,
@@ -341,13 +362,13 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
   run_dir = prepare_run_dir(plan.run_dir, plan.config)
   writers = CellWriters.make(run_dir, cell, wandb_config(cell, method.describe(), plan.config, run_dir),
                              group=wandb_group_of(root), use_wandb=use_wandb)
+  eval_writer = None  # bound before anything can raise: `finally` reads it
   try:
     ctx = RunContext(backend.client, get_pool(cell.pool), cell.seed, settings, bound=bound)
     wanted = {it.id for it in items.test}
     done = {k for k in load_done(run_dir) if k in wanted}
     need_state = len(done) < len(wanted)
     fit = None
-    eval_writer = None
     started = time.monotonic()
     fits_now = method.trainable and source is None and not (run_dir / FIT_FILE).exists()
     if method.trainable:
@@ -420,7 +441,7 @@ def plan_table(spec: TableSpec, backends: Mapping[int, Backend], root: pathlib.P
 async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_root: str | pathlib.Path,
                     flags: Mapping[str, Any], command: str | None = None, max_queries: int = 32,
                     progress: bool = True, settings: RunSettings = RunSettings(),
-                    use_wandb: bool = False) -> dict[str, Any]:
+                    use_wandb: bool = False, progress_path: pathlib.Path | None = None) -> dict[str, Any]:
   """Runs every cell of `spec` concurrently; returns the table record (cells + provenance).
 
   Args:
@@ -433,6 +454,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
     progress: show the table's progress bar.
     settings: sampling settings of every MAS call.
     use_wandb: mirror each cell's metrics to its own W&B run (mode from WANDB_MODE, default offline).
+    progress_path: where progress.json goes (default `<root>/<setting>/progress.json`; a Ray worker running
+      one cell keeps its own, so that the driver's is the table's).
 
   Raises:
     The first cell error, after every other cell has finished or failed (their work is on disk, and a
@@ -453,28 +476,38 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   loop = asyncio.get_running_loop()
   loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS,
                                                                   thread_name_prefix="cells"))
-  table_progress = TableProgress(totals, root / spec.setting / PROGRESS_FILE, enabled=progress)
   started = time.monotonic()
-  try:
-    outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
-                                                progress=table_progress, settings=settings, use_wandb=use_wandb,
-                                                flags=flags)
-                                       for p in plans), return_exceptions=True)
-  finally:
-    table_progress.close()
+  with lock_plans(plans):
+    table_progress = TableProgress(totals, progress_path or root / spec.setting / PROGRESS_FILE, enabled=progress)
+    try:
+      outcomes_ = await asyncio.gather(*(run_cell(p, backends[p.cell.seed], root=root, bound=bound,
+                                                  progress=table_progress, settings=settings, use_wandb=use_wandb,
+                                                  flags=flags)
+                                         for p in plans), return_exceptions=True)
+    finally:
+      table_progress.close()
   errors = [(c, e) for c, e in zip(cells, outcomes_) if isinstance(e, BaseException)]
   for c, e in errors:
     log.error("%s failed: %s: %s", c.key, type(e).__name__, e)
   if errors:
     raise errors[0][1]
+  return table_record(spec, {s: backends[s].describe() for s in spec.seeds}, labels, root=root,
+                      wall_s=time.monotonic() - started, cells={c.key: r.to_json() for c, r in zip(cells, outcomes_)},
+                      flags=flags, command=command)
+
+
+def table_record(spec: TableSpec, described: Mapping[int, Mapping[str, Any]], labels: set[str], *,
+                 root: pathlib.Path, wall_s: float, cells: Mapping[str, Any], flags: Mapping[str, Any],
+                 command: str | None = None) -> dict[str, Any]:
+  """The table record (cells + provenance) of a run, whichever executor ran its cells (this process's event
+  loop, or Ray workers: `experiment.ray_executor`); `described` is each seed's `Backend.describe()`."""
   seeds = list(spec.seeds)
-  return {"spec": spec.to_json(), "endpoint": endpoint,
-          "endpoints": {str(s): backends[s].endpoint.name for s in spec.seeds},
+  return {"spec": spec.to_json(), "endpoint": described[seeds[0]]["name"],
+          "endpoints": {str(s): described[s]["name"] for s in seeds},
           # Where the calls went: URLs, model ids, a pool file's dated prices, the spend cap and what was spent.
-          "backends": {str(s): backends[s].describe() for s in spec.seeds},
-          "run_root": repo_relative(root), "wall_s": round(time.monotonic() - started, 3),
-          "cells": {c.key: r.to_json() for c, r in zip(cells, outcomes_)},
+          "backends": {str(s): dict(described[s]) for s in seeds},
+          "run_root": repo_relative(root), "wall_s": round(wall_s, 3),
+          "cells": dict(cells),
           "provenance": provenance(seed=seeds[0] if len(seeds) == 1 else seeds, benchmarks=spec.benchmarks,
                                    flags=flags, backend="sim" if labels == {"sim"} else ",".join(sorted(labels)),
                                    command=command)}
-

@@ -42,6 +42,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from hieramas_jax import isa
 from hieramas_jax.benchmarks.data import DataError
 from hieramas_jax.paths import cache_dir
 
@@ -206,7 +207,7 @@ class SentenceEncoder:
       self.model_id += f"+{backend}"
     self.batch_size = batch_size or DEFAULT_BATCH_SIZE
     composition = COMPOSITION if self.batch_size == 1 else f"batches-of-{self.batch_size}"
-    self._key_id = f"{self.model_id}\0{composition}"
+    self._key_id = f"{self.model_id}\0{composition}{isa.embedding_tag()}"  # pinned vectors are their own bytes
     self.cache = EmbeddingCache(cache_path or cache_dir() / "embeddings.sqlite")
     self._model = None
     self._model_lock = threading.Lock()

@@ -187,7 +187,11 @@ class HieraMAS:
 
   def _check_training(self, config_path: pathlib.Path) -> None:
     """The state was trained with the same training fields (only inference-time fields may differ)."""
-    trained = HieraMASConfig.from_json(json.loads(config_path.read_text()))
+    try:
+      trained = HieraMASConfig.from_json(json.loads(config_path.read_text()))
+    except (OSError, ValueError, TypeError, RecursionError) as e:  # damaged or edited: one line, not a traceback
+      raise HieraMASError(f"{config_path}: not a HieraMAS config ({type(e).__name__}: {str(e)[:200]}); delete "
+                          "the cell's run directory (it then refits)") from None
     mine, theirs = self.config.training_fingerprint(), trained.training_fingerprint()
     diff = sorted(k for k in mine if mine[k] != theirs.get(k))
     if diff:
