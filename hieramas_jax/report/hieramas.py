@@ -148,6 +148,8 @@ def results_record(cell: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
                                   "completion_tokens")},
           **test_summary(records, roles, float(config["reward_k"])),
           "training": cell.get("training"), "fit": cell.get("fit"), "loaded_from": cell.get("loaded_from"),
+          # Per-query outcomes (test order): the paired "inside noise" marks of Tables 2/6/7 and the sweeps.
+          "outcomes": cell.get("outcomes"),
           "config": dict(config), "run_dir": cell["run_dir"], "sizes": dict(sizes),
           "curves": training_curves(from_repo(cell["run_dir"])) if not cell.get("loaded_from") else {},
           "provenance": dict(prov)}

@@ -37,6 +37,9 @@ SAMPLING = ("gumbel", "tempered")
 BASELINES = ("none", "moving_average")
 # "rotation": the reference's top-N rotation with drop caps; "greedy": argmax per position, skip included.
 INFERENCE = ("rotation", "greedy")
+# The policy's head (learn/policy.py HEADS): "pair_mlp" (the reference's compute_logits: an MLP over each
+# (position, LLM) pair) or "dot" (this suite's earlier dot product of projections; the total-cost variant).
+POLICY_HEADS = ("pair_mlp", "dot")
 # Where a test query's K candidates come from: "per_query" (the reference: K random DAGs drawn for each
 # query, seeded by the run seed and the item id) or "shared" (one seeded pool for the whole test split:
 # K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full; the total-cost variant).
@@ -44,7 +47,7 @@ GRAPH_POOLS = ("per_query", "shared")
 CHOICES = {"graph_mode": GRAPH_MODES, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
            "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
-           "stage1_baseline": BASELINES, "inference": INFERENCE}
+           "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS}
 
 # Reference graph-pool sizes per benchmark (reference scripts: MMLU 200, MATH 100, HumanEval 200).
 DEFAULT_K = {"mmlu_redux": 200, "math": 100, "humaneval_plus": 200}
@@ -76,6 +79,7 @@ _SENTINEL = {"stage1_batch": 0, "stage1_lr": 0.0, "stage1_lr_end": 0.0, "stage1_
 # "HieraMAS (total-cost reward)") and `experiments/ablations/total_cost.flags` (a test keeps them equal).
 TOTAL_COST_RECIPE: dict[str, Any] = {
     "system_cost": "total", "activation_credit": "system", "stage1_mask_unused": True, "policy_skip_logit_init": 4.0,
+    "policy_head": "dot", "policy_hidden": 128,
     "stage1_samples": 4, "stage1_sampling": "tempered", "stage1_tau_start": 1.0, "stage1_tau_end": 1.0,
     "stage1_lr": 1e-2, "stage1_lr_end": 1e-2, "stage1_entropy": 0.01, "stage1_steps": 100, "stage1_batch": 16,
     "stage1_val_every": 10, "stage1_proposers": 0, "stage1_max_density": 0.7, "stage1_select_by": "reward",
@@ -112,7 +116,9 @@ class HieraMASConfig:
     pool_max_density: upper end of that range (reference 0.7).
     seed: the one seed every key and data order comes from.
     encoder: sentence-transformers model ("all-MiniLM-L6-v2" = the bundled, checksummed weights).
-    policy_hidden: width of the policy's slot/key spaces.
+    policy_head: "pair_mlp" (reference `compute_logits`: an MLP scores every (position, LLM) pair) or "dot"
+      (the suite's earlier dot product of slot and key projections; the total-cost variant keeps it).
+    policy_hidden: width of the policy's slot/key spaces and of the pair MLP (reference 256).
     policy_skip_logit_init: initial learned bias on the skip logit (reference 0; > 0 starts
       exploring sparse, cheap configurations; see learn/policy.py).
     stage1_steps: REINFORCE updates of stage 1 (reference 12 iterations).
@@ -198,7 +204,8 @@ class HieraMASConfig:
   pool_max_density: float = 0.7
   seed: int = 0
   encoder: str = "all-MiniLM-L6-v2"
-  policy_hidden: int = 128
+  policy_head: str = "pair_mlp"
+  policy_hidden: int = 256
   policy_skip_logit_init: float = 0.0
   stage1_steps: int = 12
   stage1_batch: int = 0

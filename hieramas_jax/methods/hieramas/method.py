@@ -182,6 +182,7 @@ class HieraMAS:
                    "epochs_run": sum(1 for h in history if "val_loss" in h),
                    "best_val_loss": min((h["val_loss"] for h in history if "val_loss" in h), default=None),
                    "skipped": next((h["skipped"] for h in history if "skipped" in h), None)},
+        "evidence": learning_evidence(cfg, state_dir, best, self.train_setup.skip_index + 1),
     }
     return self.fit_summary
 
@@ -208,7 +209,9 @@ class HieraMAS:
     self._check_training(config_path)
     self.policy_state = training.load_best_policy(self.config, self.embeddings, source)
     self.scorer_params = training.load_scorer(self.config, self.embeddings, source)
-    self.fit_summary = {"stage1_best": json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())}
+    best = json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())
+    self.fit_summary = {"stage1_best": best,
+                        "evidence": learning_evidence(self.config, source, best, self.train_setup.skip_index + 1)}
 
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     """Embeds the queries about to be solved in a worker thread, then compiles inference once."""
@@ -299,6 +302,15 @@ class HieraMAS:
     return {"graph_index": g, "graph_density": float(pool.density[g]),
             "graph_kind": graph_pool.KIND_NAMES[int(pool.kind[g])], "graph_score": float(scores[g]),
             "graph_edges": [[int(i), int(j)] for i, j in zip(*np.nonzero(adj))]}
+
+
+def learning_evidence(cfg: HieraMASConfig, state_dir: pathlib.Path, best: dict[str, Any] | None,
+                      num_choices: int) -> dict[str, Any]:
+  """Both stages' raw learning evidence from a state dir (`learn/evidence.py`; verdicts: report/learning.py).
+  A stage recorded before the evidence existed is None."""
+  done = training.stage2_dir(state_dir) / "done.json"
+  stage2 = json.loads(done.read_text()).get("evidence") if done.exists() else None
+  return {"stage1": training.stage1_evidence(state_dir, cfg, best, num_choices), "stage2": stage2}
 
 
 def warm_up(method: HieraMAS, item: Item) -> None:

@@ -1,0 +1,121 @@
+"""Learning evidence and verdicts: a policy or classifier that is its own initialisation "did not learn"."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hieramas_jax.learn import evidence, gcn, stage2
+from hieramas_jax.methods.hieramas import training
+from hieramas_jax.methods.hieramas.config import HieraMASConfig
+from hieramas_jax.report import learning
+
+
+def test_verdict_is_learned_only_when_the_whole_interval_is_above_zero():
+  assert learning.learned([0.1, 3.0])
+  assert not learning.learned([0.0, 3.0])  # touching 0 is inside noise
+  assert not learning.learned([-0.5, 3.0])
+  assert not learning.learned([-3.0, -0.1])
+
+
+def test_policy_drift_by_hand():
+  uniform = jnp.full((2, 1, 2, 4), 0.25)
+  mask = jnp.ones((1, 2), bool)
+  entropy, kl = evidence.policy_drift(uniform, uniform, mask)
+  assert float(entropy) == pytest.approx(math.log(4), abs=1e-6) and float(kl) == pytest.approx(0.0, abs=1e-7)
+  peaked = jnp.broadcast_to(jnp.array([0.7, 0.1, 0.1, 0.1]), (2, 1, 2, 4))
+  entropy, kl = evidence.policy_drift(peaked, uniform, mask)
+  hand_h = -(0.7 * math.log(0.7) + 3 * 0.1 * math.log(0.1))
+  hand_kl = 0.7 * math.log(0.7 / 0.25) + 3 * 0.1 * math.log(0.1 / 0.25)
+  assert float(entropy) == pytest.approx(hand_h, rel=1e-5) and float(kl) == pytest.approx(hand_kl, rel=1e-5)
+  # A padding position counts for nothing.
+  half = jnp.array([[True, False]])
+  mixed = uniform.at[:, :, 1].set(peaked[:, :, 1])
+  _, kl = evidence.policy_drift(mixed, uniform, half)
+  assert float(kl) == pytest.approx(0.0, abs=1e-7)
+
+
+def test_top1_hits_and_auc_by_hand():
+  scores = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0], [1.0, 1.0, 1.0]])
+  labels = np.array([[1, 0, 0], [1, 0, 1], [0, 0, 0]])
+  mask = np.ones((3, 3), bool)
+  hits = evidence.top1_hits(scores, labels, mask)
+  np.testing.assert_array_equal(hits["query"], [0, 1])  # the third query has no positive
+  np.testing.assert_array_equal(hits["hit"], [1.0, 0.0])
+  np.testing.assert_allclose(hits["chance"], [1 / 3, 2 / 3])
+  # Positives 3, 0, 1 against negatives 1, 2, 5, 1 (and the third query's 1, 1, 1): count wins, ties 1/2.
+  s, y = scores.ravel(), labels.ravel().astype(bool)
+  pos, neg = s[y], s[~y]
+  hand = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
+  assert evidence.auc(s, y) == pytest.approx(hand)
+  assert evidence.auc([1.0, 2.0], [True, True]) is None
+
+
+def _outcomes(solved):
+  return {"solved": "".join(str(int(x)) for x in solved), "reward": [0.5 if x else -1.0 for x in solved]}
+
+
+def test_stage1_verdict_against_hand_made_outcomes():
+  rng = np.random.default_rng(0)
+  untrained = rng.random(200) < 0.5
+  curve = [[0, 2.197, 0.0], [12, 2.19, 0.001]]
+  same = {"select_by": "accuracy", "max_entropy": math.log(9), "curve": curve, "untrained": _outcomes(untrained),
+          "final_step": 12, "final": _outcomes(untrained), "best_step": 12, "best": _outcomes(untrained)}
+  v = learning.stage1_verdict(same)
+  assert v["verdict"] == learning.NOT_LEARNED and v["final_vs_untrained"]["ci"] == [0.0, 0.0]
+  better = dict(same, final=_outcomes(untrained | (rng.random(200) < 0.6)))
+  v = learning.stage1_verdict(better)
+  assert v["verdict"] == learning.LEARNED and v["final_vs_untrained"]["ci"][0] > 0
+  # By reward (the total-cost recipe selects by it): the same outcomes decide the same way.
+  assert learning.stage1_verdict(dict(better, select_by="reward"))["verdict"] == learning.LEARNED
+  text = learning.stage1_text(v)
+  assert text.startswith("**learned**") and "entropy 2.197 -> 2.190 of max 2.197" in text
+  assert learning.stage1_verdict(None)["verdict"] is None  # an old fit: not recorded, no verdict
+
+
+def _stage2_batch(q=40, g=5, n=3, dim=8, seed=0):
+  rng = np.random.default_rng(seed)
+  labels = (rng.random((q, g)) < 0.4).astype(np.float32)
+  labels[:, 0] = 1.0  # every query has a positive and (almost surely) a negative
+  return stage2.Stage2Batch(query_emb=rng.normal(size=(q, dim)).astype(np.float32),
+                            role_emb=rng.normal(size=(n, dim)).astype(np.float32),
+                            adjacency=np.triu(rng.random((q, g, n, n)) < 0.5, 1), node_mask=np.ones((q, g, n), bool),
+                            labels=labels, label_mask=np.ones((q, g), bool), pos_weight=np.float32(1.0))
+
+
+def test_a_classifier_that_is_its_fresh_initialisation_did_not_learn():
+  cfg = HieraMASConfig(benchmark="math", gcn_hidden=8, stage2_val_fraction=0.5)
+  batch = _stage2_batch()
+  net = training.scorer_net(cfg)
+  fresh = gcn.init_params(jax.random.key(0), batch.query_emb[:1], batch.role_emb, batch.adjacency[0],
+                          batch.node_mask[0], net)
+  ev = training.classifier_evidence(fresh, fresh, batch, cfg)
+  assert ev["queries"] == 20 and len(ev["trained"]["hit"]) == 20 and len(ev["label"]) == 20 * 5
+  v = learning.stage2_verdict(ev)
+  assert v["verdict"] == learning.NOT_LEARNED and v["hit_vs_fresh"]["ci"] == [0.0, 0.0]
+  assert v["auc_vs_fresh_ci"] == (0.0, 0.0)
+  # The same evidence with the trained classifier's hits all positive (a hand-made better classifier): learned.
+  ev_good = dict(ev, trained=dict(ev["trained"], hit=[1] * 20))
+  ev_good["fresh"] = dict(ev["fresh"], hit=[0] * 20)
+  assert learning.stage2_verdict(ev_good)["verdict"] == learning.LEARNED
+  # Never fit: did not learn, and the cells never call it trained.
+  skipped = learning.stage2_verdict({"skipped": "0 of 6 training queries show any reward difference"})
+  assert skipped["verdict"] == learning.NOT_LEARNED
+  assert learning.classifier_state(skipped, skipped=True) == "not fit (left at initialisation)"
+  assert learning.classifier_state(v, skipped=False) == "fit; at chance (did not learn)"
+
+
+def test_rows_inside_noise_are_marked():
+  ids = "abc"
+  main = {"ids_sha256": ids, "correct": "1" * 50 + "0" * 50}
+  close = {"ids_sha256": ids, "correct": "1" * 51 + "0" * 49}
+  far = {"ids_sha256": ids, "correct": "1" * 90 + "0" * 10}
+  assert learning.compare_rows(close, main, "k50")["inside_noise"] is True
+  c = learning.compare_rows(far, main, "k500")
+  assert c["inside_noise"] is False and c["delta"] == pytest.approx(40.0)
+  assert "inside noise" in learning.noise_text(learning.compare_rows(close, main, "k50"))
+  assert learning.compare_rows(far, {**main, "ids_sha256": "other"}, "x") is None  # other queries: no pairing
