@@ -105,8 +105,8 @@ def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[st
       cells[key] = {"missing": False, "file": path.name, **{f: r.get(f) for f in FIELDS},
                     "mean_graph_density": (r.get("graph_density") or {}).get("mean"),
                     "loaded_from": r.get("loaded_from"),
-                    "vs_main": None if not row["tag"] else learning.compare_rows(r.get("outcomes"), main.get("outcomes"),
-                                                                                 path.name)}
+                    "vs_main": None if not row["tag"] else learning.compare_rows(r.get("outcomes"),
+                                                                                 main.get("outcomes"), path.name)}
       sources[path.name] = {"command": rp.get("command"), "git": rp.get("git"), "backend": rp.get("backend")}
   backend = ",".join(sorted(b for b in backends if b)) or None
   paper = {f"{tag or 'main'}|{b}|{p}": {"accuracy": acc, "total_cost_usd": cost}

@@ -131,7 +131,8 @@ class HieraMASConfig:
       entropy) or "tempered" (draws from softmax(logits / tau)).
     stage1_mask_unused: leave the proposers of a skipped role out of the gradient (they were never
       called); the reference credits them with the role reward like every other choice.
-    stage1_lr: AdamW step size at the first step, linear to stage1_lr_end over the steps (reference:
+    stage1_lr: AdamW step size at the first step, a cosine down to stage1_lr_end over the first half of the
+      steps, then flat (the reference's shape; reference values:
       MMLU-Redux 5e-3, MATH and HumanEval+ 2e-3; 0: the benchmark's value).
     stage1_lr_end: step size at the last step (reference 2e-3; 0: the benchmark's value, or with an
       explicit stage1_lr: constant).
