@@ -37,6 +37,12 @@ SAMPLING = ("gumbel", "tempered")
 BASELINES = ("none", "moving_average")
 # "rotation": the reference's top-N rotation with drop caps; "greedy": argmax per position, skip included.
 INFERENCE = ("rotation", "greedy")
+# The graph stage 1 validates on: "full" (the reference's run_validation: every forward edge, index order)
+# or "random" (one seeded random DAG per validation query, the suite's earlier rule; the total-cost variant).
+VAL_GRAPHS = ("full", "random")
+# What the consensus override compares (rollout.consensus_index): the roles' whole "text" (reference) or
+# their extracted "answer" (the suite's earlier rule).
+CONSENSUS_MATCH = ("text", "answer")
 # The policy's head (learn/policy.py HEADS): "pair_mlp" (the reference's compute_logits: an MLP over each
 # (position, LLM) pair) or "dot" (this suite's earlier dot product of projections; the total-cost variant).
 POLICY_HEADS = ("pair_mlp", "dot")
@@ -47,7 +53,8 @@ GRAPH_POOLS = ("per_query", "shared")
 CHOICES = {"graph_mode": GRAPH_MODES, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
            "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
-           "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS}
+           "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS,
+           "stage1_val_graph": VAL_GRAPHS, "consensus_match": CONSENSUS_MATCH}
 
 # Reference graph-pool sizes per benchmark (reference scripts: MMLU 200, MATH 100, HumanEval 200).
 DEFAULT_K = {"mmlu_redux": 200, "math": 100, "humaneval_plus": 200}
@@ -79,7 +86,7 @@ _SENTINEL = {"stage1_batch": 0, "stage1_lr": 0.0, "stage1_lr_end": 0.0, "stage1_
 # "HieraMAS (total-cost reward)") and `experiments/ablations/total_cost.flags` (a test keeps them equal).
 TOTAL_COST_RECIPE: dict[str, Any] = {
     "system_cost": "total", "activation_credit": "system", "stage1_mask_unused": True, "policy_skip_logit_init": 4.0,
-    "policy_head": "dot", "policy_hidden": 128,
+    "policy_head": "dot", "policy_hidden": 128, "stage1_val_graph": "random",
     "stage1_samples": 4, "stage1_sampling": "tempered", "stage1_tau_start": 1.0, "stage1_tau_end": 1.0,
     "stage1_lr": 1e-2, "stage1_lr_end": 1e-2, "stage1_entropy": 0.01, "stage1_steps": 100, "stage1_batch": 16,
     "stage1_val_every": 10, "stage1_proposers": 0, "stage1_max_density": 0.7, "stage1_select_by": "reward",
@@ -146,6 +153,8 @@ class HieraMASConfig:
       benchmark's value).
     stage1_val_every: validate the greedy policy every n steps and after the last (reference 3 on
       MMLU-Redux, 2 otherwise; 0: the benchmark's value).
+    stage1_val_graph: the graph of stage 1's validation runs: "full" (reference `run_validation`: the fully
+      connected DAG in index order) or "random" (one seeded random DAG per validation query).
     stage1_checkpoint_every: save the latest state every n steps (resume granularity).
     stage1_select_by: best checkpoint by mean validation system "reward" (the paper's objective,
       utility minus cost) or by validation "accuracy" (the reference code's best_valid_model; ties
@@ -154,7 +163,9 @@ class HieraMASConfig:
     system_cost: what the system reward charges: "decision" (reference: the decision node's cost; each
       role pays its own calls in its node reward; a skipped role earns 0.5 x system) or "total" (the
       query's total cost; a skipped role earns the full system reward). See learn/rewards.py.
-    consensus: if every active role's extracted answer is the same, it is the final answer (reference).
+    consensus: if every active role gives the same output, it is the final answer (reference).
+    consensus_match: what "the same" compares: "text" (reference: the whole texts; the extracted code on
+      HumanEval+) or "answer" (the extracted answers, as majority votes compare them).
     activation_credit: what credits a synthesizer's on/off (the role's activation): "role" (the
       reference: the role's mixed reward credits the whole choice) or "system" (the system-level
       reward; the model choice given "on" keeps the role's mixed reward). See learn/stage1.py.
@@ -224,11 +235,13 @@ class HieraMASConfig:
   stage1_min_density: float = 0.3
   stage1_max_density: float = -1.0
   stage1_val_every: int = 0
+  stage1_val_graph: str = "full"
   stage1_checkpoint_every: int = 5
   stage1_select_by: str = "accuracy"
   alpha: float = 0.5
   system_cost: str = "decision"
   consensus: bool = True
+  consensus_match: str = "text"
   activation_credit: str = "role"
   reward_k: float = 300.0
   inference: str = "rotation"

@@ -286,7 +286,8 @@ class HieraMAS:
       trace.extra.update(self._graph_record(pool, int(graphs[vote.winner]), scores))
       trace.extra["vote_graphs"] = [int(g) for g in graphs]
     if self.config.consensus:
-      agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))])
+      agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))],
+                                     self.config.consensus_match)
       if agreed is not None:
         trace.final_text = trace.node_texts[agreed]
         trace.extra["consensus"] = {"node": int(agreed)}

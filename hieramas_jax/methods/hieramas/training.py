@@ -4,11 +4,11 @@ Stage 1 (policy, multi-level rewards): each step takes a batch of training queri
 by the seed, samples `stage1_samples` configurations of each (key fold_in(k_sample, step)) and one
 random DAG per rollout (density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch
 concurrently, grades system and node outputs, turns them into role rewards and applies one jitted
-REINFORCE update. Every
-`stage1_val_every` steps the greedy policy runs on the validation queries (each with one fixed random
-DAG) and a strictly better validation score saves the "best" checkpoint. The latest state is saved
-every `stage1_checkpoint_every` steps; a killed run restarts from it and, since every key and the data
-order are functions of (seed, step), ends with exactly the result of an uninterrupted run.
+REINFORCE update. Every `stage1_val_every` steps the greedy policy runs on the validation queries
+(reference: on the full DAG; `stage1_val_graph="random"`: one fixed random DAG each) and a strictly
+better validation score saves the "best" checkpoint. The latest state is saved every
+`stage1_checkpoint_every` steps; a killed run restarts from it and, since every key and the data order
+are functions of (seed, step), ends with exactly the result of an uninterrupted run.
 
 Stage 2 (classifier, contrastive labels): the BEST stage-1 checkpoint is restored explicitly and
 checked (its parameter hash must equal the one recorded when it was saved, and differ from a fresh
@@ -110,6 +110,19 @@ def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float
                                               count=count, num_nodes=num_nodes))
 
 
+def consensus_rule(cfg: HieraMASConfig) -> str | None:
+  """The consensus override's rule ("text" or "answer"), None when the run has none."""
+  return cfg.consensus_match if cfg.consensus else None
+
+
+def validation_graphs(cfg: HieraMASConfig, key: jax.Array, count: int, num_nodes: int) -> np.ndarray:
+  """[count, N, N] the graphs stage 1 validates on: the full DAG for every query (reference), or one random
+  DAG each at stage 1's densities."""
+  if cfg.stage1_val_graph == "full":
+    return np.broadcast_to(graph_pool.full(num_nodes), (count, num_nodes, num_nodes)).copy()
+  return random_graphs(key, count, num_nodes, cfg.stage1_min_density, cfg.stage1_max_density)
+
+
 def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
   """learn's stage-1 config from the run's: every field from HieraMASConfig, the one home of the defaults."""
   return stage1_lib.Stage1Config(learning_rate=cfg.stage1_lr, weight_decay=cfg.stage1_weight_decay,
@@ -202,7 +215,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
 
   train_qr = emb.query_role(train)
   val_inputs = emb.policy_inputs(emb.query_role(val))
-  val_graphs = random_graphs(keys["val"], len(val), setup.num_roles, cfg.stage1_min_density, cfg.stage1_max_density)
+  val_graphs = validation_graphs(cfg, keys["val"], len(val), setup.num_roles)
   state = fresh_policy_state(cfg, emb)
   init_probs = policy_lib.probabilities(state.params, val_inputs, 1.0, net=state.net)
   ckpt = checkpoint_lib.Checkpointer(stage1_dir(run_dir))
@@ -220,7 +233,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
       # meanwhile keeps serving the other cells of a table.
       choices = np.asarray(await off_loop(stage1_lib.greedy, params_state, val_inputs))
       rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=bound,
-                                    grade_nodes=False, consensus=cfg.consensus)
+                                    grade_nodes=False, consensus=consensus_rule(cfg))
       return summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost), validation_outcomes(rollouts, cfg)
 
     def drift(step: int) -> None:
@@ -269,7 +282,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         graphs = random_graphs(keys["graph"], len(idx), setup.num_roles, cfg.stage1_min_density,
                                cfg.stage1_max_density, fold=step)
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
-                                      bound=bound, consensus=cfg.consensus)
+                                      bound=bound, consensus=consensus_rule(cfg))
         rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k, system_cost=cfg.system_cost,
                                 role_checkable=setup.checkable)
         effective = None
@@ -402,7 +415,7 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   async def one(i):
     (r,) = await run_rollouts(client, setup, [flat_items[i]], flat_choices[i:i + 1],
                               adjacency.reshape(-1, setup.num_roles, setup.num_roles)[i:i + 1], settings, bound=sem,
-                              grade_nodes=False, consensus=cfg.consensus)
+                              grade_nodes=False, consensus=consensus_rule(cfg))
     bar.update(1)
     _report(report, "stage 2 data", bar.n, len(flat_items))
     return r
