@@ -207,6 +207,24 @@ def test_rotation_takes_one_positions_top_two_masks_skip_and_drops_up_to_the_cap
   assert got[0, -1] == 0 and got[1, -1] == SKIP
 
 
+def test_rotation_reads_the_reference_positions_of_a_policy_trained_with_more_proposers():
+  # A policy with 4 proposer positions (trained W = 4) used with W = 2: the reference draws the proposer
+  # position among the first 2 and reads the synthesizer (and the drop rule) at position 2, a worker slot.
+  lg = np.zeros((1, 5, 4))
+  lg[0, 0] = [1.0, 3.0, 2.0, 0.0]
+  lg[0, 2] = [0.0, 1.0, 6.0, 0.0]  # position 2: model 2
+  lg[0, 4] = [7.0, 0.0, 0.0, 0.0]  # the trained synthesizer position: model 0
+  got = policy.rotation_choices(lg, _FixedPosition(0), 2, top_n=2)
+  np.testing.assert_array_equal(got, [[1, 2, 2]])
+
+  class _Last:
+    def integers(self, high):
+      assert high == 4  # the earlier rule draws among every proposer position
+      return 0
+  got = policy.rotation_choices(lg, _Last(), 2, top_n=2, aggregator_slot="last")
+  np.testing.assert_array_equal(got, [[1, 2, 0]])
+
+
 def test_drop_rule_always_leaves_one_droppable_role():
   lg = np.zeros((3, 4))
   lg[:, -1] = [5.0, 4.0, 3.0]  # skip is every role's argmax
@@ -224,7 +242,7 @@ def test_rotation_never_selects_skip_except_a_dropped_synthesizer(seed):
   assert (got[:, :-1] != 9).all()
   dropped = got[:, -1] == 9
   assert dropped.sum() <= min(cap, 7)
-  assert (np.argmax(lg[dropped, -1], axis=-1) == 9).all()
+  assert (np.argmax(lg[dropped, 2], axis=-1) == 9).all()  # the reference reads position W = 2 of the 6
 
 
 def test_config_fills_the_references_per_benchmark_values():

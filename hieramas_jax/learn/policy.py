@@ -285,7 +285,7 @@ def dropped_roles(synth_logits, droppable, max_dropped: int) -> np.ndarray:
 
 
 def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int, *, top_n: int = 2,
-                     max_dropped: int = 0, droppable=None) -> np.ndarray:
+                     max_dropped: int = 0, droppable=None, aggregator_slot: str = "reference") -> np.ndarray:
   """One query's inference choices [R, num_proposers + 1] by the reference's top-N rotation.
 
   Per role (`select_llms_topN_rotation` of graph/learnable_multi_node.py): one proposer position of the
@@ -295,6 +295,13 @@ def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int,
   except a dropped role's synthesizer. The policy may have any number of proposer positions (stage 1
   may train with another W than inference uses).
 
+  Which positions (`aggregator_slot`): "reference" indexes the policy as the reference's inference does,
+  by the inference W: with k = min(W, policy proposers), the proposer position is drawn among the first
+  k and the synthesizer (and the drop rule) read position k. When the policy was trained with W = k
+  (MATH, HumanEval+) position k is its synthesizer; on MMLU-Redux (trained with W = 6, inference W = 2) it
+  is the third worker position. "last" draws among all proposer positions and reads the trained
+  synthesizer position (the suite's earlier rule).
+
   Args:
     query_logits: [R, P, M + 1] logits (synthesizer last, skip last).
     rng: the query's generator (one draw per role).
@@ -302,8 +309,13 @@ def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int,
     top_n: N (reference 2).
     max_dropped: the drop cap.
     droppable: [R] bool (default: every role).
+    aggregator_slot: "reference" or "last" (above).
   """
   query_logits = np.asarray(query_logits, np.float64)
+  if aggregator_slot == "reference":  # positions 0..k-1 and k of the policy (k = the inference W, capped)
+    query_logits = query_logits[:, :min(num_proposers, query_logits.shape[1] - 1) + 1]
+  elif aggregator_slot != "last":
+    raise PolicyError(f"aggregator_slot must be 'reference' or 'last', got {aggregator_slot!r}")
   num_roles, num_positions, width = query_logits.shape
   num_models = width - 1
   if num_positions < 2:

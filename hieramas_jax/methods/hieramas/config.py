@@ -43,6 +43,9 @@ VAL_GRAPHS = ("full", "random")
 # What the consensus override compares (rollout.consensus_index): the roles' whole "text" (reference) or
 # their extracted "answer" (the suite's earlier rule).
 CONSENSUS_MATCH = ("text", "answer")
+# Which policy positions the rotation reads (policy.rotation_choices): the reference's, indexed by the
+# inference W, or the trained synthesizer position ("last").
+AGGREGATOR_SLOTS = ("reference", "last")
 # The policy's head (learn/policy.py HEADS): "pair_mlp" (the reference's compute_logits: an MLP over each
 # (position, LLM) pair) or "dot" (this suite's earlier dot product of projections; the total-cost variant).
 POLICY_HEADS = ("pair_mlp", "dot")
@@ -54,7 +57,8 @@ CHOICES = {"graph_mode": GRAPH_MODES, "graph_pool": GRAPH_POOLS, "llm_mode": LLM
            "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
            "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS,
-           "stage1_val_graph": VAL_GRAPHS, "consensus_match": CONSENSUS_MATCH}
+           "stage1_val_graph": VAL_GRAPHS, "consensus_match": CONSENSUS_MATCH,
+           "aggregator_slot": AGGREGATOR_SLOTS}
 
 # Reference graph-pool sizes per benchmark (reference scripts: MMLU 200, MATH 100, HumanEval 200).
 DEFAULT_K = {"mmlu_redux": 200, "math": 100, "humaneval_plus": 200}
@@ -175,6 +179,9 @@ class HieraMASConfig:
       are dropped only where skip is the argmax, at most max_dropped_roles) or "greedy" (argmax per
       position, skip included).
     rotation_top_n: N of the rotation (reference 2).
+    aggregator_slot: which policy positions the rotation reads: "reference" (the proposer position among
+      the first W, the synthesizer from position W: on MMLU-Redux, trained with W = 6, a worker position)
+      or "last" (any proposer position; the trained synthesizer position).
     max_dropped_roles: the rotation's drop cap (reference: 2 on MMLU-Redux, 0 on MATH and HumanEval+;
       -1: the benchmark's value).
     stage2_graphs: random graphs run per training query (reference 5).
@@ -246,6 +253,7 @@ class HieraMASConfig:
   reward_k: float = 300.0
   inference: str = "rotation"
   rotation_top_n: int = 2
+  aggregator_slot: str = "reference"
   max_dropped_roles: int = -1
   stage2_graphs: int = 5
   stage2_min_density: float = 0.3
@@ -338,5 +346,6 @@ class HieraMASConfig:
     checkpoints (ablations that only change inference).
     """
     inference_only = {"k_pool", "graph_pool", "pool_min_density", "pool_max_density", "graph_mode", "vote_graphs",
-                      "llm_mode", "max_queries", "inference", "rotation_top_n", "max_dropped_roles"}
+                      "llm_mode", "max_queries", "inference", "rotation_top_n", "max_dropped_roles",
+                      "aggregator_slot"}
     return {k: v for k, v in self.to_json().items() if k not in inference_only}

@@ -238,7 +238,8 @@ class HieraMAS:
       rng = np.random.default_rng([cfg.seed, training.INFERENCE_TAG, 1, item_fold(item.id)])
       logits = np.asarray(policy_lib.logits(self.policy_state.params, inputs, net=self.policy_state.net))[0]
       choices = policy_lib.rotation_choices(logits, rng, cfg.num_proposers, top_n=cfg.rotation_top_n,
-                                            max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable)
+                                            max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable,
+                                            aggregator_slot=cfg.aggregator_slot)
     else:
       choices = np.asarray(stage1_lib.greedy(self.policy_state, inputs))[0]
     if cfg.llm_mode == "strong":
