@@ -119,3 +119,20 @@ def test_rows_inside_noise_are_marked():
   assert c["inside_noise"] is False and c["delta"] == pytest.approx(40.0)
   assert "inside noise" in learning.noise_text(learning.compare_rows(close, main, "k50"))
   assert learning.compare_rows(far, {**main, "ids_sha256": "other"}, "x") is None  # other queries: no pairing
+
+
+def test_label_sources_split_contrast_into_solving_and_cost_by_hand():
+  solved = np.array([[1, 1, 1], [1, 0, 1], [0, 0, 0], [1, 1, 1]], bool)
+  reward = np.array([[0.5, 0.6, 0.5], [0.5, -1.0, 0.5], [-1.0, -1.1, -1.0], [0.5, 0.5, 0.5]])
+  cost = np.array([[2e-3, 1e-3, 2e-3], [1e-3, 1e-3, 1e-3], [0.0, 3e-4, 0.0], [1e-3] * 3])
+  adjacency = np.zeros((4, 3, 3, 3), bool)
+  adjacency[:, 1, 0, 1] = True  # graph 1 of every query has one edge of 3: density 1/3
+  ls = evidence.label_sources(solved, reward, adjacency, cost)
+  # Query 0: cost only; 1: solved vs unsolved; 2: cost only (all failed); 3: no contrast.
+  assert (ls["contrastive"], ls["solved_vs_unsolved"], ls["cost_only"]) == (3, 1, 2)
+  assert ls["share_solved_vs_unsolved"] == pytest.approx(1 / 3) and ls["graph_solve_rate"] == pytest.approx(8 / 12)
+  # Within each query the denser graph is the one that failed (query 1) and costs less (0) or more (2).
+  assert ls["spearman_density_solved"] < 0
+  assert evidence.spearman([1, 2, 3], [2, 4, 9]) == pytest.approx(1.0) and evidence.spearman([1, 1], [1, 2]) is None
+  text = learning.label_sources_text(ls)
+  assert text == "1 solved-vs-unsolved / 2 cost-only of 3 (33% see solving)"

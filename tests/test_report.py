@@ -162,7 +162,7 @@ def test_hieramas_cells_say_what_was_learned(tmp_path):
   assert row["classifier"] == "not fit (left at initialisation)" and row["contrastive_queries"] == 0
   assert row["most_picked"] == {"proposer": "qwen3-8b", "synthesizer": None}
   md = ablations.hieramas_cells_markdown(record)
-  assert "| 0 (512) | not fit (left at initialisation) | qwen3-8b / - |" in md
+  assert "| 0 (512) | - | not fit (left at initialisation) | qwen3-8b / - |" in md
   assert "Classifier trained" not in md  # never "trained" of a classifier never fit
   assert "| **did not learn**: never fit: 0 of 512 training queries" in md
 

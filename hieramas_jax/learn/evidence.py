@@ -11,7 +11,9 @@ A learned method must prove it learned (the suite's standard). Two stages, two k
 - Stage 2 (the graph classifier): on its held-out validation queries, per query, whether its top-scored
   graph is a positive (top-1 hit), what a uniform pick would hit (chance: positives / graphs), and the
   same for a fresh initialisation of the classifier; per (query, graph) pair its score and label, for
-  the ranking AUC. A classifier at chance picks graphs as well as a die.
+  the ranking AUC.
+- Stage-2 labels (`label_sources`): whether the contrast between a query's graphs is solved vs unsolved
+  or cost only, i.e. whether the labels can see topology at all. A classifier at chance picks graphs as well as a die.
 
 The intervals and the "learned" / "did not learn" verdicts are computed from these arrays by
 `report/learning.py` (with the report's bootstrap statistics), so every report can be rebuilt from a
@@ -19,6 +21,8 @@ results file without refitting.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -77,7 +81,53 @@ def auc(scores, labels) -> float | None:
   num_neg = labels.size - num_pos
   if num_pos == 0 or num_neg == 0:
     return None
-  # Average ranks (ties share theirs): O(n log n), so a bootstrap can call it thousands of times.
-  _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-  ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]
+  ranks = average_ranks(scores)
   return float((ranks[labels].sum() - num_pos * (num_pos + 1) / 2.0) / (num_pos * num_neg))
+
+
+def average_ranks(x) -> np.ndarray:
+  """1-based ranks, ties sharing their average: O(n log n), so a bootstrap can call it thousands of times."""
+  _, inverse, counts = np.unique(np.asarray(x, np.float64).ravel(), return_inverse=True, return_counts=True)
+  return (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]
+
+
+def spearman(x, y) -> float | None:
+  """Spearman's rank correlation (Pearson's on average ranks); None when either side is constant."""
+  rx, ry = average_ranks(x), average_ranks(y)
+  rx, ry = rx - rx.mean(), ry - ry.mean()
+  denom = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+  return None if denom == 0 else float((rx * ry).sum() / denom)
+
+
+def label_sources(solved, reward, adjacency, decision_cost) -> dict[str, Any]:
+  """What stage 2's contrastive labels can see: for the queries whose G graphs got different rewards
+  (the ones the classifier learns from), does the difference come from solving (some graphs solved the
+  query, others not) or from cost alone (all solved or all failed, only the charged cost differs)?
+
+  Args:
+    solved: [Q, G] bool, the system answer per graph (the frozen policy's choices on each graph).
+    reward: [Q, G] the system rewards the labels rank.
+    adjacency: [Q, G, N, N] the graphs.
+    decision_cost: [Q, G] USD of the decision call (what the reference's system reward charges).
+
+  Returns counts and shares, and two Spearman correlations over all (query, graph) pairs after removing
+  each query's mean (within-query: does a denser graph solve more, or cost more?).
+  """
+  solved = np.asarray(solved, bool)
+  reward = np.asarray(reward, np.float64)
+  adjacency = np.asarray(adjacency, bool)
+  q, g, n, _ = adjacency.shape
+  contrastive = reward.max(axis=1) > reward.min(axis=1)
+  solve_differs = solved.any(axis=1) & ~solved.all(axis=1)
+  density = adjacency.reshape(q, g, -1).sum(-1) / max(n * (n - 1) / 2, 1)
+  centred = lambda a: (a - a.mean(axis=1, keepdims=True)).ravel()
+  n_contrastive = int(contrastive.sum())
+  return {"queries": int(q), "graphs_per_query": int(g), "contrastive": n_contrastive,
+          "solved_vs_unsolved": int((contrastive & solve_differs).sum()),
+          "cost_only": int((contrastive & ~solve_differs).sum()),
+          "share_solved_vs_unsolved": (float((contrastive & solve_differs).sum()) / n_contrastive
+                                       if n_contrastive else None),
+          "graph_solve_rate": float(solved.mean()),
+          "spearman_density_solved": spearman(centred(density), centred(solved.astype(np.float64))),
+          "spearman_density_decision_cost": spearman(centred(density),
+                                                     centred(np.asarray(decision_cost, np.float64)))}

@@ -330,7 +330,8 @@ def hieramas_cells_record(results_dir: str | pathlib.Path, prov: Mapping[str, An
                  "mean_density": density.get("mean"), "distinct_graphs": density.get("distinct_graphs"),
                  "k": (r.get("config") or {}).get("k_pool") or DEFAULT_K.get(b),
                  "stage1_best_step": best.get("step"), "contrastive_queries": stage2.get("contrastive_queries"),
-                 "stage2_queries": stage2.get("queries"), "most_picked": picks})
+                 "stage2_queries": stage2.get("queries"), "label_sources": stage2.get("label_sources"),
+                 "most_picked": picks})
     verdicts = learning.cell_verdicts(fit, results_path(results_dir, b, p, "").name)
     rows[-1].update(verdicts=verdicts, classifier=learning.classifier_state(verdicts["stage2"],
                                                                             bool(stage2.get("skipped"))))
@@ -345,11 +346,13 @@ def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
   lines += ["Active roles: mean per test query (of the benchmark's roles). Density: of the chosen G* (mean), and "
             "how many distinct G* over the test split. Contrastive: stage-2 training queries whose K candidate "
             "graphs got different rewards (0: the classifier keeps its initialisation, so K changes nothing). "
+            "Label contrast: of the contrastive queries, how many differ in whether the query was solved and how "
+            "many in the charged cost only (topology can show only in the first). "
             "Classifier: whether it was fit and whether it learned (its verdict below). "
             "Most picked: the policy's most frequent non-skip LLM per position kind.", "",
             "| Setting | Acc % | $ test | Active roles | G* density · distinct | K | Stage-1 best step | "
-            "Contrastive (of queries) | Classifier | Most picked (proposer / synthesizer) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "Contrastive (of queries) | Label contrast | Classifier | Most picked (proposer / synthesizer) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
   for row in record["rows"]:
     picks = row["most_picked"]
     lines.append(f"| {BENCHMARK_TITLES.get(row['benchmark'])} {POOL_TITLES.get(row['pool'])} | "
@@ -357,7 +360,7 @@ def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
                  f"{_fmt(row['mean_active_roles'], '.2f')}/{row['num_roles']} | "
                  f"{_fmt(row['mean_density'], '.2f')} · {row['distinct_graphs']} | {row['k']} | "
                  f"{row['stage1_best_step']} | {row['contrastive_queries']} ({row['stage2_queries']}) | "
-                 f"{row['classifier']} | {picks['proposer'] or '-'} / "
+                 f"{learning.label_sources_text(row.get('label_sources'))} | {row['classifier']} | {picks['proposer'] or '-'} / "
                  f"{picks['synthesizer'] or '-'} |")
   lines += verdict_lines({f"{row['benchmark']}|{row['pool']}": row["verdicts"] for row in record["rows"]})
   lines += provenance_lines(record["provenance"])

@@ -24,6 +24,7 @@ noise").
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -200,3 +201,36 @@ def mark_against_first(rows: list[dict[str, Any]], outcomes: Sequence[Mapping[st
   ref = next((i for i, o in enumerate(outcomes) if o), None)
   for i, (row, o) in enumerate(zip(rows, outcomes)):
     row["vs_first"] = None if ref is None or i == ref else compare_rows(o, outcomes[ref], f"{key}|{i}")
+
+
+def label_sources_text(ls: Mapping[str, Any] | None) -> str:
+  """One cell: of the contrastive queries, how many differ in solving and how many in cost only."""
+  if not ls:
+    return "-"
+  share = ls.get("share_solved_vs_unsolved")
+  return (f"{ls['solved_vs_unsolved']} solved-vs-unsolved / {ls['cost_only']} cost-only of {ls['contrastive']}"
+          + (f" ({100 * share:.0f}% see solving)" if share is not None else ""))
+
+
+def stage2_labels_record(cells: Sequence[Mapping[str, Any]], prov: Mapping[str, Any]) -> dict[str, Any]:
+  """The stage-2 label measurement over cells ({"run_dir", "label_sources"} each, `evidence.label_sources`)."""
+  return {"what": "Stage 2's contrastive queries (graphs of one query with different rewards): how many differ in "
+                  "whether the query was solved, how many only in the charged (decision) cost; within-query Spearman "
+                  "of graph density against solved and against the decision call's cost (learn/evidence.py "
+                  "label_sources)", "cells": [dict(c) for c in cells], "provenance": dict(prov)}
+
+
+def stage2_labels_markdown(record: Mapping[str, Any]) -> str:
+  lines = ["# What stage 2's labels can see", "", record["what"] + ".", "",
+           "| Run | Queries | Contrastive | Solved vs unsolved | Cost only | rho(density, solved) | "
+           "rho(density, decision $) | Graph solve rate |", "|---|---|---|---|---|---|---|---|"]
+  fmt = lambda v, spec: "-" if v is None else format(v, spec)
+  for c in record["cells"]:
+    ls = c["label_sources"]
+    lines.append(f"| `{c['run_dir']}` | {ls['queries']} | {ls['contrastive']} | {ls['solved_vs_unsolved']} | "
+                 f"{ls['cost_only']} | {fmt(ls['spearman_density_solved'], '+.3f')} | "
+                 f"{fmt(ls['spearman_density_decision_cost'], '+.3f')} | {100 * ls['graph_solve_rate']:.1f}% |")
+  prov = record["provenance"]
+  lines += ["", "## Provenance", "", "```", prov.get("command", ""), "```", "", "```json",
+            json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2, sort_keys=True), "```", ""]
+  return "\n".join(lines)

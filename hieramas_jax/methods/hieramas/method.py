@@ -33,6 +33,7 @@ import numpy as np
 
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.fileio import atomic_write_json
+from hieramas_jax.learn import evidence as evidence_lib
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import policy as policy_lib
@@ -181,7 +182,9 @@ class HieraMAS:
                    "contrastive_queries": int(stage2_lib.informative_queries(data["reward"]).sum()),
                    "epochs_run": sum(1 for h in history if "val_loss" in h),
                    "best_val_loss": min((h["val_loss"] for h in history if "val_loss" in h), default=None),
-                   "skipped": next((h["skipped"] for h in history if "skipped" in h), None)},
+                   "skipped": next((h["skipped"] for h in history if "skipped" in h), None),
+                   "label_sources": evidence_lib.label_sources(data["solved"], data["reward"], data["adjacency"],
+                                                               data["decision_cost"])},
         "evidence": learning_evidence(cfg, state_dir, best, self.train_setup.skip_index + 1),
     }
     return self.fit_summary
