@@ -133,7 +133,7 @@ def main():
   records = hieramas_report.read_items(from_repo(cell["run_dir"]))
   record = hieramas_report.results_record(cell, records, cfg.to_json(), roles_for(cfg.benchmark), cell["sizes"],
                                           table["provenance"])
-  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag)}.json"
+  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag, cfg.seed)}.json"
   atomic_write_json(path, record)
   print(f"wrote {path}: accuracy {record['accuracy']:.2f}% on n={record['n']}, cost ${record['cost_usd']:.4f}, "
         f"mean system reward {record['mean_system_reward']:.3f} "

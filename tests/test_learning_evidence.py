@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import jax
@@ -12,7 +13,8 @@ import pytest
 from hieramas_jax.learn import evidence, gcn, stage2
 from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
-from hieramas_jax.report import learning
+from hieramas_jax.report import ablations, learning
+from hieramas_jax.report.hieramas import results_name
 
 
 def test_verdict_is_learned_only_when_the_whole_interval_is_above_zero():
@@ -136,3 +138,28 @@ def test_label_sources_split_contrast_into_solving_and_cost_by_hand():
   assert evidence.spearman([1, 2, 3], [2, 4, 9]) == pytest.approx(1.0) and evidence.spearman([1, 1], [1, 2]) is None
   text = learning.label_sources_text(ls)
   assert text == "1 solved-vs-unsolved / 2 cost-only of 3 (33% see solving)"
+
+
+def test_ablation_rows_over_seeds_pair_each_seed_with_its_own_main_run(tmp_path):
+  def write(tag, seed, correct, ids="q"):
+    name = results_name("math", "gpt-5-mini", tag, seed)
+    r = {"accuracy": 100.0 * correct.count("1") / len(correct), "n": len(correct), "mean_cost_usd": 0.01,
+         "outcomes": {"ids_sha256": ids, "correct": correct}}
+    (tmp_path / f"{name}.json").write_text(json.dumps(r))
+  # Main run 50% on every seed; w/o Graph 10 points better on seeds 0 and 1, 12 on seed 2.
+  for seed, extra in ((0, 5), (1, 5), (2, 6)):
+    write("", seed, "1" * 25 + "0" * 25)
+    write("wo_graph", seed, "1" * (25 + extra) + "0" * (25 - extra))
+  assert sorted(ablations.seed_paths(tmp_path, "math", "gpt-5-mini", "wo_graph")) == [0, 1, 2]
+  record = ablations.ablation_record("table2", tmp_path, {"backend": "sim", "command": "test"})
+  cell = record["cells"]["wo_graph|math|gpt-5-mini"]
+  assert cell["across_seeds"]["n"] == 3 and cell["across_seeds"]["mean"] == pytest.approx(100 * (30 + 30 + 31) / 150)
+  vs = cell["vs_main_across_seeds"]
+  assert vs["deltas"] == pytest.approx([10.0, 10.0, 12.0]) and vs["inside_noise"] is False
+  half = 4.303 * np.std([10, 10, 12], ddof=1) / math.sqrt(3)  # t(2) interval by hand
+  assert vs["ci"] == pytest.approx([32 / 3 - half, 32 / 3 + half])
+  md = ablations.ablation_markdown(record)
+  assert "3 seeds: 60.67 ± 1.15, vs comparison +10.7 [" in md
+  # One seed differing by chance: its interval holds 0.
+  assert learning.seed_comparison([1.0, -2.0, 0.5])["inside_noise"] is True
+  assert learning.seed_comparison([1.0]) is None

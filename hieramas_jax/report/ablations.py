@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 from typing import Any, Mapping, Sequence
 
 from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
 from hieramas_jax.report import learning
+from hieramas_jax.report.hieramas import results_name
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES
+from hieramas_jax.report.stats import correct_vector
 
 
 
@@ -58,8 +61,37 @@ FIELDS = ("accuracy", "n", "mean_cost_usd", "mean_system_reward", "mean_active_r
           "num_candidates")
 
 
-def results_path(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> pathlib.Path:
-  return results_dir / (f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "") + ".json")
+def results_path(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str, seed: int = 0) -> pathlib.Path:
+  return results_dir / f"{results_name(benchmark, pool, tag, seed)}.json"
+
+
+def seed_paths(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> dict[int, pathlib.Path]:
+  """{seed: results file} of one cell: seed 0's plain file and every `_seed<n>` file beside it."""
+  base = results_name(benchmark, pool, tag)
+  found = {0: results_dir / f"{base}.json"} if (results_dir / f"{base}.json").exists() else {}
+  for path in results_dir.glob(f"{base}_seed*.json"):
+    match = re.fullmatch(re.escape(base) + r"_seed(\d+)\.json", path.name)
+    if match:
+      found[int(match.group(1))] = path
+  return dict(sorted(found.items()))
+
+
+def seed_summary(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> dict[str, Any]:
+  """A cell over its seeds: accuracy mean +- sd and, for a tagged row, the per-seed paired difference from
+  the main run of the same seed (same test queries), tested across seeds (`learning.seed_comparison`)."""
+  accs, deltas = [], []
+  for seed, path in seed_paths(results_dir, benchmark, pool, tag).items():
+    r = json.loads(path.read_text())
+    accs.append(r.get("accuracy"))
+    main_path = results_path(results_dir, benchmark, pool, "", seed)
+    if tag and main_path.exists():
+      main = json.loads(main_path.read_text())
+      mine, theirs = r.get("outcomes"), main.get("outcomes")
+      if mine and theirs and mine.get("ids_sha256") == theirs.get("ids_sha256"):
+        deltas.append(100.0 * (correct_vector(r).mean() - correct_vector(main).mean()))
+  accs = [a for a in accs if a is not None]
+  return {"across_seeds": learning.across_seeds(accs) if accs else None,
+          "vs_main_across_seeds": learning.seed_comparison(deltas)}
 
 
 def main_settings(results_dir: pathlib.Path) -> list[tuple[str, str]]:
@@ -106,7 +138,8 @@ def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[st
                     "mean_graph_density": (r.get("graph_density") or {}).get("mean"),
                     "loaded_from": r.get("loaded_from"),
                     "vs_main": None if not row["tag"] else learning.compare_rows(r.get("outcomes"),
-                                                                                 main.get("outcomes"), path.name)}
+                                                                                 main.get("outcomes"), path.name),
+                    **seed_summary(results_dir, b, p, row["tag"])}
       sources[path.name] = {"command": rp.get("command"), "git": rp.get("git"), "backend": rp.get("backend")}
   backend = ",".join(sorted(b for b in backends if b)) or None
   paper = {f"{tag or 'main'}|{b}|{p}": {"accuracy": acc, "total_cost_usd": cost}
@@ -134,7 +167,10 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
             "benchmark's roles) · mean density of the chosen graph. `-`: not run yet (the command is listed below "
             "the table). *paper*: the published figure (real LLMs; accuracy % · $ over the test split). "
             "(vs comparison ...): the row's paired difference from the main run on the same test queries, in "
-            "accuracy points, with its 95% bootstrap interval; *inside noise* when the interval holds 0.", ""]
+            "accuracy points, with its 95% bootstrap interval; *inside noise* when the interval holds 0. With "
+            "several seeds (results files `_seed<n>`, each an independent simulated world): accuracy mean ± sd "
+            "over seeds and the per-seed paired difference from the main run, mean with its 95% t interval "
+            "across seeds.", ""]
   columns = [tuple(s) for s in record["settings"]]
   paper = record.get("paper") or {}
   with_paper = {(b, p) for b, p in columns if any(k.endswith(f"|{b}|{p}") for k in paper)}
@@ -158,7 +194,8 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
         out.append(f"{_fmt(c['accuracy'], '.2f')} · ${_fmt(total, '.2f')} (${_fmt(c['mean_cost_usd'], '.5f')}) · "
                    f"{_fmt(c['mean_system_reward'], '.3f')} · {_fmt(c['mean_active_roles'], '.2f')}/"
                    f"{c.get('num_roles') or '-'} · {_fmt(c['mean_graph_density'], '.2f')}"
-                   + learning.noise_text(c.get("vs_main")))
+                   + learning.noise_text(c.get("vs_main"))
+                   + learning.seeds_text(c.get("across_seeds"), c.get("vs_main_across_seeds")))
       if (b, p) in with_paper:
         pub = paper.get(key)
         out.append("-" if pub is None else f"*{_fmt(pub['accuracy'], '.2f')}*"

@@ -21,9 +21,10 @@ from hieramas_jax.learn.rewards import system_reward
 DENSITY_BANDS = ((0.0, 1 / 3), (1 / 3, 2 / 3), (2 / 3, 1.0 + 1e-9))
 
 
-def results_name(benchmark: str, pool: str, tag: str = "") -> str:
-  """hieramas_<benchmark>_<pool>[_<tag>]."""
-  return f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "")
+def results_name(benchmark: str, pool: str, tag: str = "", seed: int = 0) -> str:
+  """hieramas_<benchmark>_<pool>[_<tag>][_seed<n>]: seed 0 keeps the plain name; every other seed of the same
+  cell gets its own file, which Tables 2/6/7 pair with the same seed's main run (report/ablations.py)."""
+  return f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "") + (f"_seed{seed}" if seed else "")
 
 
 def read_items(run_dir: str | pathlib.Path) -> list[dict[str, Any]]:

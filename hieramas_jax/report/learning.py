@@ -25,12 +25,13 @@ noise").
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from hieramas_jax.learn.evidence import auc
-from hieramas_jax.report.stats import LEVEL, N_BOOT, _percentiles, key_seed, paired_difference
+from hieramas_jax.report.stats import LEVEL, N_BOOT, _percentiles, key_seed, mean_sd, paired_difference
 
 LEARNED, NOT_LEARNED = "learned", "did not learn"
 NOT_RECORDED = "not recorded (fit before the learning evidence existed; refit)"
@@ -234,3 +235,37 @@ def stage2_labels_markdown(record: Mapping[str, Any]) -> str:
   lines += ["", "## Provenance", "", "```", prov.get("command", ""), "```", "", "```json",
             json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2, sort_keys=True), "```", ""]
   return "\n".join(lines)
+
+
+# Two-sided 95% Student-t quantiles by degrees of freedom: conclusions across a handful of seeds.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def across_seeds(values: Sequence[float]) -> dict[str, Any]:
+  """Mean +- sample sd over seeds (each an independent simulated world) and the mean's 95% t interval
+  (None with one seed; beyond 10 seeds the normal 1.96)."""
+  mean, sd = mean_sd(values)
+  n = len(values)
+  ci = None if sd is None else [mean - _T95.get(n - 1, 1.96) * sd / math.sqrt(n),
+                                mean + _T95.get(n - 1, 1.96) * sd / math.sqrt(n)]
+  return {"n": n, "mean": mean, "sd": sd, "ci": ci}
+
+
+def seed_comparison(deltas: Sequence[float]) -> dict[str, Any] | None:
+  """A row against its comparison across seeds: the per-seed paired differences (same seed, same test
+  queries), their mean +- sd and t interval (a paired t-test across seeds), inside noise when it holds 0."""
+  if len(deltas) < 2:
+    return None
+  out = across_seeds(deltas)
+  return {**out, "deltas": list(deltas), "inside_noise": bool(out["ci"][0] <= 0.0 <= out["ci"][1])}
+
+
+def seeds_text(acc: Mapping[str, Any] | None, vs: Mapping[str, Any] | None) -> str:
+  """" · seeds: mean +- sd (n) · vs comparison mean [ci]" for a table cell; empty with one seed."""
+  if not acc or acc["n"] < 2:
+    return ""
+  text = f" · {acc['n']} seeds: {acc['mean']:.2f} ± {acc['sd']:.2f}"
+  if vs:
+    text += (f", vs comparison {vs['mean']:+.1f} [{vs['ci'][0]:+.1f}, {vs['ci'][1]:+.1f}]"
+             + (", inside noise" if vs["inside_noise"] else ""))
+  return text
