@@ -163,3 +163,20 @@ def test_ablation_rows_over_seeds_pair_each_seed_with_its_own_main_run(tmp_path)
   # One seed differing by chance: its interval holds 0.
   assert learning.seed_comparison([1.0, -2.0, 0.5])["inside_noise"] is True
   assert learning.seed_comparison([1.0]) is None
+
+
+def test_a_sweep_with_a_seed_axis_is_summarised_over_seeds():
+  rows, outcomes = [], []
+  for k, extra in ((50, 0), (500, 1)):
+    for seed in range(3):
+      correct = "1" * (20 + extra + (seed == 2)) + "0" * (20 - extra - (seed == 2))
+      rows.append({"values": {"k_pool": k, "seed": seed}, "done": True, "accuracy": 100 * correct.count("1") / 40})
+      outcomes.append({"ids_sha256": f"s{seed}", "correct": correct})
+  groups = learning.seed_groups(rows, outcomes)
+  assert [g["values"] for g in groups] == [{"k_pool": 50}, {"k_pool": 500}]
+  assert groups[0]["across_seeds"]["n"] == 3 and "vs_first_across_seeds" not in groups[0]
+  vs = groups[1]["vs_first_across_seeds"]
+  assert vs["deltas"] == pytest.approx([2.5, 2.5, 2.5]) and vs["sd"] == 0.0 and vs["inside_noise"] is False
+  assert learning.seed_groups([{"values": {"k_pool": 50}, "done": True, "accuracy": 1.0}], [None]) == []
+  assert "| {\"k_pool\": 500} | 3 seeds: 53.33 ± 1.44, vs comparison +2.5 [+2.5, +2.5] |" in \
+      "\n".join(learning.seed_group_lines(groups))

@@ -397,8 +397,8 @@ def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
                  f"{_fmt(row['mean_active_roles'], '.2f')}/{row['num_roles']} | "
                  f"{_fmt(row['mean_density'], '.2f')} · {row['distinct_graphs']} | {row['k']} | "
                  f"{row['stage1_best_step']} | {row['contrastive_queries']} ({row['stage2_queries']}) | "
-                 f"{learning.label_sources_text(row.get('label_sources'))} | {row['classifier']} | {picks['proposer'] or '-'} / "
-                 f"{picks['synthesizer'] or '-'} |")
+                 f"{learning.label_sources_text(row.get('label_sources'))} | {row['classifier']} | "
+                 f"{picks['proposer'] or '-'} / {picks['synthesizer'] or '-'} |")
   lines += verdict_lines({f"{row['benchmark']}|{row['pool']}": row["verdicts"] for row in record["rows"]})
   lines += provenance_lines(record["provenance"])
   return "\n".join(lines)

@@ -269,3 +269,45 @@ def seeds_text(acc: Mapping[str, Any] | None, vs: Mapping[str, Any] | None) -> s
     text += (f", vs comparison {vs['mean']:+.1f} [{vs['ci'][0]:+.1f}, {vs['ci'][1]:+.1f}]"
              + (", inside noise" if vs["inside_noise"] else ""))
   return text
+
+
+def seed_groups(rows: Sequence[Mapping[str, Any]], outcomes: Sequence[Mapping[str, Any] | None],
+                axis: str = "seed") -> list[dict[str, Any]]:
+  """A sweep whose grid includes `axis` (the seed), summarised per value of the other flags: accuracy mean
+  +- sd over seeds and, against the first group, the per-seed paired difference tested across seeds.
+  Empty when the grid has no seed axis."""
+  if not any(axis in r["values"] for r in rows):
+    return []
+  groups: dict[str, dict[str, Any]] = {}
+  for r, o in zip(rows, outcomes):
+    if not r.get("done"):
+      continue
+    rest = {k: v for k, v in r["values"].items() if k != axis}
+    g = groups.setdefault(json.dumps(rest, sort_keys=True), {"values": rest, "accuracy": {}, "outcomes": {}})
+    g["accuracy"][r["values"][axis]] = r["accuracy"]
+    g["outcomes"][r["values"][axis]] = o
+  out, first = [], None
+  for g in groups.values():
+    summary = {"values": g["values"], "across_seeds": across_seeds(list(g["accuracy"].values()))}
+    if first is not None:
+      deltas = [100.0 * (np.mean([c == "1" for c in g["outcomes"][s]["correct"]])
+                         - np.mean([c == "1" for c in first["outcomes"][s]["correct"]]))
+                for s in g["outcomes"] if g["outcomes"][s] and (first["outcomes"].get(s) or {}).get("ids_sha256")
+                == g["outcomes"][s].get("ids_sha256")]
+      summary["vs_first_across_seeds"] = seed_comparison(deltas)
+    first = first or g
+    out.append(summary)
+  return out
+
+
+def seed_group_lines(groups: Sequence[Mapping[str, Any]]) -> list[str]:
+  """Markdown lines for `seed_groups` (none without a seed axis)."""
+  if not groups:
+    return []
+  lines = ["", "Over seeds (each an independent simulated world): accuracy mean ± sd, and the per-seed paired "
+           "difference from the first point, mean with its 95% t interval across seeds.", "",
+           "| Point | Accuracy over seeds |", "|---|---|"]
+  for g in groups:
+    lines.append(f"| {json.dumps(g['values'], sort_keys=True)} | "
+                 + seeds_text(g["across_seeds"], g.get("vs_first_across_seeds")).lstrip(" ·") + " |")
+  return lines

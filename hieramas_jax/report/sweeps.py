@@ -39,11 +39,13 @@ def sweep_record(spec: Mapping[str, Any], points: Sequence[Mapping[str, Any]], p
       row["command"] = (r.get("provenance") or {}).get("command")
       row["verdicts"] = learning.cell_verdicts(r.get("fit"), pathlib.Path(p["results_file"]).name)
     rows.append(row)
-  learning.mark_against_first(rows, [(p.get("results") or {}).get("outcomes") for p in points], spec["name"])
+  outcomes = [(p.get("results") or {}).get("outcomes") for p in points]
+  learning.mark_against_first(rows, outcomes, spec["name"])
   backend = ",".join(sorted(b for b in backends if b)) or None
   return {"name": spec["name"], "description": spec.get("description", ""), "program": spec["program"],
           "flags": dict(spec.get("flags", {})), "grid": dict(spec["grid"]), "rows": rows, "backend": backend,
-          "label": SIMULATED_LABEL if backend == "sim" else None, "provenance": dict(prov)}
+          "label": SIMULATED_LABEL if backend == "sim" else None, "seed_groups": learning.seed_groups(rows, outcomes),
+          "provenance": dict(prov)}
 
 
 def sweep_markdown(record: Mapping[str, Any]) -> str:
@@ -72,6 +74,7 @@ def sweep_markdown(record: Mapping[str, Any]) -> str:
                                 fmt(row.get("n"), "d"), learning.short_verdicts(row["verdicts"])])
                     if row["done"] else "not run yet | - | - | - | - | -")
                  + f" | `{row['results_file']}` |")
+  lines += learning.seed_group_lines(record.get("seed_groups") or [])
   prov = record["provenance"]
   lines += ["", "## Provenance", "", "Command (the table; each point's own command is in its results file):", "",
             "```", prov.get("command", ""), "```", "", "```json",
