@@ -15,6 +15,7 @@ default (results labelled "simulated pool").
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import re
 
 from absl import flags
@@ -33,6 +34,7 @@ from hieramas_jax.mas.roles import roles_for
 from hieramas_jax.methods.hieramas.config import CHOICES, HieraMASConfig
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report import hieramas as hieramas_report
+from hieramas_jax.report import learning
 
 FLAGS = flags.FLAGS
 _ENUMS = {"benchmark": BENCHMARKS, "pool": tuple(POOLS), **CHOICES}
@@ -138,6 +140,8 @@ def main():
   print(f"wrote {path}: accuracy {record['accuracy']:.2f}% on n={record['n']}, cost ${record['cost_usd']:.4f}, "
         f"mean system reward {record['mean_system_reward']:.3f} "
         f"[{record['provenance'].get('label', record['provenance']['backend'])}]")
+  verdicts = learning.cell_verdicts(record["fit"], pathlib.Path(path).name)
+  print(f"stage 1: {learning.stage1_text(verdicts['stage1'])}\nstage 2: {learning.stage2_text(verdicts['stage2'])}")
 
 
 if __name__ == "__main__":
