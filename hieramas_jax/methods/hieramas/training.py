@@ -217,7 +217,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
   val_inputs = emb.policy_inputs(emb.query_role(val))
   val_graphs = validation_graphs(cfg, keys["val"], len(val), setup.num_roles)
   state = fresh_policy_state(cfg, emb)
-  init_probs = policy_lib.probabilities(state.params, val_inputs, 1.0, net=state.net)
+  init_probs = await off_loop(policy_lib.probabilities, state.params, val_inputs, 1.0, net=state.net)
   ckpt = checkpoint_lib.Checkpointer(stage1_dir(run_dir))
   best_path = stage1_dir(run_dir) / BEST_FILE
   evidence_path = stage1_dir(run_dir) / EVIDENCE_FILE
@@ -236,9 +236,10 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
                                     grade_nodes=False, consensus=consensus_rule(cfg))
       return summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost), validation_outcomes(rollouts, cfg)
 
-    def drift(step: int) -> None:
-      entropy, kl = (float(x) for x in evidence_lib.policy_drift(
-          policy_lib.probabilities(state.params, val_inputs, 1.0, net=state.net), init_probs, val_inputs.slot_mask))
+    async def drift(step: int) -> None:
+      probs = await off_loop(policy_lib.probabilities, state.params, val_inputs, 1.0, net=state.net)
+      entropy, kl = (float(x) for x in await off_loop(evidence_lib.policy_drift, probs, init_probs,
+                                                      val_inputs.slot_mask))
       evidence["curve"][str(step)] = {"entropy": entropy, "kl_from_init": kl}
       atomic_write_json(evidence_path, evidence)
       if writer is not None:
@@ -267,7 +268,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
       # The untrained policy on the same validation queries and graphs: the paired comparison that says
       # whether training helped (never a candidate for the best checkpoint).
       _, evidence["untrained"] = await run_validation(fresh_policy_state(cfg, emb))
-      drift(0)
+      await drift(0)
     if cfg.stage1_steps == 0 and best is None:
       await validate(0)
     bar = tqdm(total=cfg.stage1_steps, initial=start, desc=f"stage 1 {setup.benchmark}", disable=not progress,
@@ -295,7 +296,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         state, metrics = await off_loop(stage1_lib.update_step, state, batch, keys["update"])
         stage1_lib.check_finite(metrics, step)
         done = step + 1
-        drift(done)
+        await drift(done)
         summary = summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost)
         skip_rate = float((np.asarray(choices) == setup.skip_index).mean())
         if writer is not None:
