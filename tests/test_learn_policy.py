@@ -280,9 +280,9 @@ def test_pair_mlp_logits_match_a_hand_computation_of_the_reference_compute_logit
 def test_published_stage1_recipe_learns_the_best_model_of_a_synthetic_pool_with_the_reference_head():
   """One synthesizer model is strictly best for role 0 (0.9 vs 0.4 solved). In the published 12 steps
   (MMLU-Redux's: lr 5e-3 -> 2e-3 on a cosine over 6 steps, batch 4, hard Gumbel draws, tau 10 -> 0.8,
-  entropy 1, no baseline) the reference head raises P(best) from uniform 0.10 by at least 0.1 on held-out
-  queries (mean of 3 seeds; measured 0.099 -> 0.272); the suite's earlier dot-product head stays within
-  0.02 of uniform (0.100 -> 0.105)."""
+  entropy 1, no baseline) the reference head raises P(best) from uniform 0.10 by at least 0.08 on held-out
+  queries (mean of 3 seeds; measured 0.099 -> 0.272, over 8 seeds 0.204, seeds spread 0.11-0.52); the
+  suite's earlier dot-product head stays within 0.02 of uniform (0.100 -> 0.105; 8 seeds 0.106)."""
   results = {}
   for head, hidden in (("pair_mlp", 256), ("dot", 128)):
     cfg = HieraMASConfig(benchmark="mmlu_redux", policy_head=head, policy_hidden=hidden)
@@ -292,7 +292,7 @@ def test_published_stage1_recipe_learns_the_best_model_of_a_synthetic_pool_with_
     results[head] = (np.mean([r["before"] for r in runs]), np.mean([r["after"] for r in runs]))
   uniform = 0.1
   assert abs(results["pair_mlp"][0] - uniform) < 0.01
-  assert results["pair_mlp"][1] > uniform + 0.1
+  assert results["pair_mlp"][1] > uniform + 0.08
   assert abs(results["dot"][1] - uniform) < 0.02
 
 
