@@ -18,8 +18,11 @@ intervals and verdicts, so any report can be rebuilt without refitting.
   reported with query-bootstrap intervals. A classifier that was never fit (no contrastive queries)
   did not learn.
 
-`compare_rows` marks a table row whose paired difference from its comparison row includes 0 ("inside
-noise").
+Rows and seeds: `compare_rows` marks a table row whose paired difference from its comparison row (same
+test queries) holds 0 in its 95% interval ("inside noise"); `across_seeds` / `seed_comparison` /
+`seed_groups` summarise several seeds (each an independent simulated world): mean +- sd and the per-seed
+paired differences tested across seeds with a t interval. `stage2_labels_*` report what the stage-2
+labels can see (`evidence.label_sources`).
 """
 
 from __future__ import annotations
