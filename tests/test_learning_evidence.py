@@ -180,3 +180,11 @@ def test_a_sweep_with_a_seed_axis_is_summarised_over_seeds():
   assert learning.seed_groups([{"values": {"k_pool": 50}, "done": True, "accuracy": 1.0}], [None]) == []
   assert "| {\"k_pool\": 500} | 3 seeds: 53.33 ± 1.44, vs comparison +2.5 [+2.5, +2.5] |" in \
       "\n".join(learning.seed_group_lines(groups))
+
+
+def test_points_are_marked_against_the_first_with_outcomes():
+  rows = [{}, {}, {}]
+  outs = [None, {"ids_sha256": "a", "correct": "1" * 30 + "0" * 30}, {"ids_sha256": "a", "correct": "1" * 31 + "0" * 29}]
+  learning.mark_against_first(rows, outs, "sweep")
+  assert rows[0]["vs_first"] is None and rows[1]["vs_first"] is None  # no outcomes; the reference itself
+  assert rows[2]["vs_first"]["delta"] == pytest.approx(100 / 60) and rows[2]["vs_first"]["inside_noise"] is True
