@@ -78,7 +78,8 @@ def policy_probabilities(records: Sequence[Mapping[str, Any]], roles: Sequence[s
 
 # Curves kept in the results file (paper-style training plots without the run directory).
 CURVE_KEYS = ("stage1/loss", "stage1/batch_mean_system_reward", "stage1/batch_accuracy", "stage1/entropy",
-              "stage1/val_mean_reward", "stage1/val_accuracy", "stage2/train_loss", "stage2/val_loss")
+              "stage1/val_mean_reward", "stage1/val_accuracy", "stage1/val_policy_entropy", "stage1/val_kl_from_init",
+              "stage2/train_loss", "stage2/val_loss")
 
 
 def training_curves(run_dir: str | pathlib.Path, keys: Sequence[str] = CURVE_KEYS) -> dict[str, list[list[float]]]:
