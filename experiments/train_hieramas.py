@@ -16,6 +16,7 @@ default (results labelled "simulated pool").
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import re
 
 from absl import flags
@@ -34,6 +35,7 @@ from hieramas_jax.mas.roles import roles_for
 from hieramas_jax.methods.hieramas.config import CHOICES, HieraMASConfig
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
 from hieramas_jax.report import hieramas as hieramas_report
+from hieramas_jax.report import learning
 
 FLAGS = flags.FLAGS
 _ENUMS = {"benchmark": BENCHMARKS, "pool": tuple(POOLS), **CHOICES}
@@ -134,11 +136,13 @@ def main():
   records = hieramas_report.read_items(from_repo(cell["run_dir"]))
   record = hieramas_report.results_record(cell, records, cfg.to_json(), roles_for(cfg.benchmark), cell["sizes"],
                                           table["provenance"])
-  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag)}{spec.results_suffix()}.json"
+  path = f"{FLAGS.out_dir}/{hieramas_report.results_name(cfg.benchmark, cfg.pool, tag, cfg.seed)}{spec.results_suffix()}.json"
   atomic_write_json(path, record)
   print(f"wrote {path}: accuracy {record['accuracy']:.2f}% on n={record['n']}, cost ${record['cost_usd']:.4f}, "
         f"mean system reward {record['mean_system_reward']:.3f} "
         f"[{record['provenance'].get('label', record['provenance']['backend'])}]")
+  verdicts = learning.cell_verdicts(record["fit"], pathlib.Path(path).name)
+  print(f"stage 1: {learning.stage1_text(verdicts['stage1'])}\nstage 2: {learning.stage2_text(verdicts['stage2'])}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup
 from hieramas_jax.methods.registry import make_method
+from hieramas_jax.report import learning
 from hieramas_jax.report.hieramas import chosen, read_items
 from hieramas_jax.sim.server import SimConfig, start_sim_in_thread
 
@@ -127,6 +128,14 @@ def test_tiny_config_runs_encoder_stage1_stage2_inference_end_to_end(reference, 
   metrics = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
   assert {m["step"] for m in metrics if "stage1/loss" in m} == {1, 2, 3}
   assert any("stage1/val_accuracy" in m for m in metrics) and any("stage2/train_loss" in m for m in metrics)
+  # The learning evidence: drift per step (also in the metric curves), paired validation outcomes, the classifier's.
+  assert {m["step"] for m in metrics if "stage1/val_kl_from_init" in m} == {0, 1, 2, 3}
+  ev = cell["fit"]["evidence"]
+  assert [row[0] for row in ev["stage1"]["curve"]] == [0, 1, 2, 3] and ev["stage1"]["curve"][0][2] == 0.0
+  assert len(ev["stage1"]["untrained"]["solved"]) == len(VAL) and ev["stage1"]["final_step"] == 3
+  assert ev["stage2"]["queries"] >= 1 and len(ev["stage2"]["label"]) == 3 * ev["stage2"]["queries"]
+  verdicts = learning.cell_verdicts(cell["fit"], "tiny")
+  assert {v["verdict"] for v in verdicts.values()} <= {learning.LEARNED, learning.NOT_LEARNED}
   records = read_items(run_dir)
   for c in chosen(records):
     assert 0 <= c["graph_index"] < TINY.num_candidates and len(c["choices"]) == R
@@ -248,6 +257,17 @@ def test_ablations_run_random_graphs_or_put_the_strong_model_everywhere(referenc
                                    tag="wo_graph", load_from={"hieramas": "main"}))
   assert wo_graph["loaded_from"] == cell["run_dir"] and wo_graph["training"] is None
   assert not (_run_dir(sim, root, "wo_graph") / "state").exists()
+
+
+def test_a_fit_whose_policy_is_its_fresh_initialisation_is_reported_did_not_learn(sim, tmp_path):
+  # No stage-1 step: the policy the cell uses is its initialisation, and the report must say so.
+  cfg = dataclasses.replace(TINY, stage1_steps=0)
+  cell = asyncio.run(_pipeline(sim, tmp_path, cfg))
+  assert cell["fit"]["stage1_best"]["step"] == 0
+  ev = cell["fit"]["evidence"]["stage1"]
+  assert ev["final"] == ev["untrained"] and ev["curve"] == [[0, ev["curve"][0][1], 0.0]]
+  verdict = learning.cell_verdicts(cell["fit"], "fresh")["stage1"]
+  assert verdict["verdict"] == learning.NOT_LEARNED and verdict["final_vs_untrained"]["ci"] == [0.0, 0.0]
 
 
 def test_stage2_without_contrast_keeps_the_seeded_classifier_and_says_why(tmp_path):

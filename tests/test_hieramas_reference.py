@@ -7,6 +7,7 @@ formula, the credit or the rule fails.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import pathlib
 
@@ -18,6 +19,7 @@ import pytest
 from hieramas_jax.benchmarks.data import load_items
 from hieramas_jax.learn import policy, rewards, stage1
 from hieramas_jax.mas.trace import DECISION_NODE, CallRecord, Trace
+from hieramas_jax.methods.hieramas import training
 from hieramas_jax.methods.hieramas.config import TOTAL_COST_RECIPE, HieraMASConfig, HieraMASConfigError
 from hieramas_jax.methods.hieramas.rollout import (NON_ANSWER_ROLES, Rollout, batch_rewards, checkable_roles,
                                                    consensus_index, decision_cost, rollout_system_rewards)
@@ -82,12 +84,29 @@ def test_non_answer_roles_are_the_references_humaneval_planners():
   assert NON_ANSWER_ROLES == {"Project Manager", "Algorithm Designer", "Test Analyst"}
 
 
-def test_consensus_only_when_every_answer_agrees():
+def test_reference_consensus_compares_whole_texts():
+  item = next(it for it in load_items("mmlu_redux"))
+  assert asyncio.run(consensus_index(item, ["The answer is B", "The answer is B\n"])) == 0
+  # The same letter in different words is no consensus in the reference (its extractor is the identity here).
+  agree = ["Reasoning...\nThe answer is B", "B", "I pick option B.\nAnswer: B"]
+  assert asyncio.run(consensus_index(item, agree)) is None
+  assert asyncio.run(consensus_index(item, [])) is None
+  assert HieraMASConfig().consensus_match == "text"
+
+
+def test_suite_answer_consensus_when_every_extracted_answer_agrees():
   item = next(it for it in load_items("mmlu_redux"))
   agree = ["Reasoning...\nThe answer is B", "B", "I pick option B.\nAnswer: B"]
-  assert asyncio.run(consensus_index(item, agree)) == 0
-  assert asyncio.run(consensus_index(item, agree + ["The answer is C"])) is None
-  assert asyncio.run(consensus_index(item, [])) is None
+  assert asyncio.run(consensus_index(item, agree, "answer")) == 0
+  assert asyncio.run(consensus_index(item, agree + ["The answer is C"], "answer")) is None
+
+
+def test_stage1_validates_on_the_full_dag_like_the_reference():
+  cfg = HieraMASConfig()
+  graphs = training.validation_graphs(cfg, jax.random.key(0), 3, 4)
+  np.testing.assert_array_equal(graphs, np.broadcast_to(np.triu(np.ones((4, 4), bool), 1), (3, 4, 4)))
+  rand = training.validation_graphs(dataclasses.replace(cfg, stage1_val_graph="random"), jax.random.key(0), 3, 4)
+  assert not (rand == graphs).all()
 
 
 def _inputs(batch=4, roles=2, positions=3, models=3, dim=8, seed=0):
@@ -188,6 +207,24 @@ def test_rotation_takes_one_positions_top_two_masks_skip_and_drops_up_to_the_cap
   assert got[0, -1] == 0 and got[1, -1] == SKIP
 
 
+def test_rotation_reads_the_reference_positions_of_a_policy_trained_with_more_proposers():
+  # A policy with 4 proposer positions (trained W = 4) used with W = 2: the reference draws the proposer
+  # position among the first 2 and reads the synthesizer (and the drop rule) at position 2, a worker slot.
+  lg = np.zeros((1, 5, 4))
+  lg[0, 0] = [1.0, 3.0, 2.0, 0.0]
+  lg[0, 2] = [0.0, 1.0, 6.0, 0.0]  # position 2: model 2
+  lg[0, 4] = [7.0, 0.0, 0.0, 0.0]  # the trained synthesizer position: model 0
+  got = policy.rotation_choices(lg, _FixedPosition(0), 2, top_n=2)
+  np.testing.assert_array_equal(got, [[1, 2, 2]])
+
+  class _Last:
+    def integers(self, high):
+      assert high == 4  # the earlier rule draws among every proposer position
+      return 0
+  got = policy.rotation_choices(lg, _Last(), 2, top_n=2, aggregator_slot="last")
+  np.testing.assert_array_equal(got, [[1, 2, 0]])
+
+
 def test_drop_rule_always_leaves_one_droppable_role():
   lg = np.zeros((3, 4))
   lg[:, -1] = [5.0, 4.0, 3.0]  # skip is every role's argmax
@@ -205,7 +242,7 @@ def test_rotation_never_selects_skip_except_a_dropped_synthesizer(seed):
   assert (got[:, :-1] != 9).all()
   dropped = got[:, -1] == 9
   assert dropped.sum() <= min(cap, 7)
-  assert (np.argmax(lg[dropped, -1], axis=-1) == 9).all()
+  assert (np.argmax(lg[dropped, 2], axis=-1) == 9).all()  # the reference reads position W = 2 of the 6
 
 
 def test_config_fills_the_references_per_benchmark_values():

@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hieramas_jax.learn import checkpoint, policy, rewards, stage1
+from hieramas_jax.learn import checkpoint, policy, rewards, stage1, synthetic
 from hieramas_jax.mas.config import ConfigError
+from hieramas_jax.methods.hieramas import training
+from hieramas_jax.methods.hieramas.config import HieraMASConfig
 
 TINY = policy.LLMSelectionPolicy(hidden=16)
 
@@ -246,3 +248,57 @@ def test_synthesizer_on_off_is_credited_at_system_level_by_hand():
   plain, _ = stage1._loss(state.params, state, batch._replace(system_rewards=None), adv, jax.random.key(0))
   expected = -(0.4 * np.log(probs[0, 0]) - 0.4 * np.log(probs[1, 2]) - normaliser) / 2
   assert float(plain) == pytest.approx(expected, rel=1e-5)
+
+
+def test_pair_mlp_logits_match_a_hand_computation_of_the_reference_compute_logits():
+  """The reference head scores each (position, LLM) pair: MLP([W_s h + e_p; W_k h_m]) -> one logit, clipped at 10."""
+  net = policy.PairMLPPolicy(hidden=6)
+  inputs = _inputs(batch=2, roles=2, positions=3, models=3, dim=5)
+  params = jax.tree.map(np.asarray, policy.init_params(jax.random.key(3), inputs, net))
+  params["skip_logit_bias"] = np.float32(0.7)  # a trained skip bias, to check where it lands
+  got = np.asarray(policy.logits(params, inputs, net=net))
+  qr, prof = np.asarray(inputs.query_role, np.float64), np.asarray(inputs.profiles, np.float64)
+  dense = lambda name, x: x @ params[name]["kernel"] + params[name].get("bias", 0.0)
+  want = np.empty((2, 2, 3, 4))
+  for b in range(2):
+    for r in range(2):
+      for p in range(3):
+        slot = dense("slot", qr[b, r]) + params["position_embedding"][p]
+        for m in range(4):
+          key = dense("profile_key", prof[m]) if m < 3 else params["skip_embedding"][0]
+          # One linear layer over the concatenation [slot; key] (its kernel split in two), ReLU, one output.
+          w1 = np.concatenate([params["pair_slot"]["kernel"], params["pair_key"]["kernel"]])
+          h = np.maximum(np.concatenate([slot, key]) @ w1 + params["pair_slot"]["bias"], 0.0)
+          want[b, r, p, m] = h @ params["pair_out"]["kernel"][:, 0] + params["pair_out"]["bias"][0] + 0.7 * (m == 3)
+  np.testing.assert_allclose(got, np.clip(want, -10, 10), rtol=1e-4, atol=1e-5)
+  # Clipping at +-10: scale the output layer up until the logits saturate.
+  big = dict(params, pair_out={"kernel": params["pair_out"]["kernel"] * 1e4, "bias": params["pair_out"]["bias"]})
+  out = np.asarray(policy.logits(big, inputs, net=net))
+  assert np.abs(out).max() == pytest.approx(10.0) and np.isclose(np.abs(out), 10.0).mean() > 0.5
+
+
+def test_published_stage1_recipe_learns_the_best_model_of_a_synthetic_pool_with_the_reference_head():
+  """One synthesizer model is strictly best for role 0 (0.9 vs 0.4 solved). In the published 12 steps
+  (MMLU-Redux's: lr 5e-3 -> 2e-3 on a cosine over 6 steps, batch 4, hard Gumbel draws, tau 10 -> 0.8,
+  entropy 1, no baseline) the reference head raises P(best) from uniform 0.10 by at least 0.08 on held-out
+  queries (mean of 3 seeds; measured 0.099 -> 0.272, over 8 seeds 0.204, seeds spread 0.11-0.52); the
+  suite's earlier dot-product head stays within 0.02 of uniform (0.100 -> 0.105; 8 seeds 0.106)."""
+  results = {}
+  for head, hidden in (("pair_mlp", 256), ("dot", 128)):
+    cfg = HieraMASConfig(benchmark="mmlu_redux", policy_head=head, policy_hidden=hidden)
+    assert cfg.stage1_steps == 12 and cfg.stage1_batch == 4
+    runs = [synthetic.train(training.stage1_config(cfg), training.policy_net(cfg), cfg.stage1_batch, seed)
+            for seed in range(3)]
+    results[head] = (np.mean([r["before"] for r in runs]), np.mean([r["after"] for r in runs]))
+  uniform = 0.1
+  assert abs(results["pair_mlp"][0] - uniform) < 0.01
+  assert results["pair_mlp"][1] > uniform + 0.08
+  assert abs(results["dot"][1] - uniform) < 0.02
+
+
+def test_learning_rate_is_the_reference_cosine_over_the_first_half_then_flat():
+  cfg = _config(learning_rate=5e-3, learning_rate_end=2e-3, total_steps=12)
+  lr = stage1.learning_rate_schedule(cfg)
+  hand = [2e-3 + 0.5 * 3e-3 * (1 + math.cos(math.pi * i / 6)) for i in range(6)] + [2e-3] * 6
+  np.testing.assert_allclose([float(lr(i)) for i in range(12)], hand, rtol=1e-6)
+  assert stage1.learning_rate_schedule(_config(learning_rate=2e-3, learning_rate_end=2e-3)) == 2e-3

@@ -171,9 +171,12 @@ def test_hieramas_cells_say_what_was_learned(tmp_path):
   record = ablations.hieramas_cells_record(tmp_path, {"backend": "sim", "command": "test"})
   [row] = record["rows"]
   assert (row["benchmark"], row["pool"], row["k"]) == ("mmlu_redux", "gpt-5-mini", 200)  # k_pool 0: the default K
-  assert row["classifier_trained"] is False and row["contrastive_queries"] == 0
+  assert row["classifier"] == "not fit (left at initialisation)" and row["contrastive_queries"] == 0
   assert row["most_picked"] == {"proposer": "qwen3-8b", "synthesizer": None}
-  assert "| 0 (512) | no | qwen3-8b / - |" in ablations.hieramas_cells_markdown(record)
+  md = ablations.hieramas_cells_markdown(record)
+  assert "| 0 (512) | - | not fit (left at initialisation) | qwen3-8b / - |" in md
+  assert "Classifier trained" not in md  # never "trained" of a classifier never fit
+  assert "| **did not learn**: never fit: 0 of 512 training queries" in md
 
 
 def test_table4_shows_the_share_of_cut_calls_and_a_real_endpoint_is_named_not_called_a_prediction():

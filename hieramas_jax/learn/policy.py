@@ -115,6 +115,54 @@ class LLMSelectionPolicy(nn.Module):
     return jnp.clip(logits, -self.logit_clip, self.logit_clip)
 
 
+class PairMLPPolicy(nn.Module):
+  """pi_m with the reference selector's head (`model/llm_selector.py`, `compute_logits`): logits [B, R, P, M + 1].
+
+  Every (position, LLM) pair is scored by an MLP over the pair's features, not by a dot product:
+
+    slot_{Q,r,p} = W_s h_{Q,r} + e_p                    (linear map of [position; task/role] to H)
+    key_m        = W_k h_m,   key_skip = learned vector  (linear map of the LLM profile to H)
+    logit        = w_2 . relu(W_1 [slot; key] + b_1) + b_2      (hidden H = 256 in the reference)
+    logits       = clip(logit + b * [skip], -10, 10)
+
+  Why it matters: a dot product of two random projections starts with logits of sd ~0.005 and moves them by
+  a few hundredths in the published 12 steps; the MLP's output layer is shared by every pair, so a reward
+  for one model moves its logit for every query at once (measured on a synthetic pool: docs/learn.md).
+  The first layer over the concatenation is computed as W_1a slot + W_1b key (the same map, without
+  materialising [B, R, P, M + 1, 2H] features). The reference also feeds an embedding of LLM-written task
+  metadata into the slot; the suite does not (see docs/reference-differences.md).
+
+  Attributes:
+    hidden: H (reference 256).
+    logit_clip: |logit| bound before the temperature (reference 10).
+    skip_logit_init: initial learned bias on the skip logit (reference 0; see `LLMSelectionPolicy`).
+  """
+
+  hidden: int = 256
+  logit_clip: float = 10.0
+  skip_logit_init: float = 0.0
+
+  @nn.compact
+  def __call__(self, inputs: PolicyInputs, *, deterministic: bool = True) -> jax.Array:
+    del deterministic  # no dropout in the reference head
+    num_positions = inputs.slot_mask.shape[1]
+    slot = nn.Dense(self.hidden, name="slot")(inputs.query_role)  # [B, R, H]
+    position = self.param("position_embedding", nn.initializers.normal(0.1), (num_positions, self.hidden))
+    slot = slot[:, :, None, :] + position  # [B, R, P, H]
+    keys = nn.Dense(self.hidden, name="profile_key")(inputs.profiles)  # [M, H]
+    skip = self.param("skip_embedding", nn.initializers.normal(0.1), (1, self.hidden))
+    keys = jnp.concatenate([keys, skip], axis=0)  # [M + 1, H]
+    hidden = (nn.Dense(self.hidden, name="pair_slot")(slot)[:, :, :, None, :]
+              + nn.Dense(self.hidden, use_bias=False, name="pair_key")(keys))  # [B, R, P, M + 1, H]
+    logits = nn.Dense(1, name="pair_out")(nn.relu(hidden))[..., 0]
+    skip_bias = self.param("skip_logit_bias", nn.initializers.constant(self.skip_logit_init), ())
+    logits = logits.at[..., -1].add(skip_bias)
+    return jnp.clip(logits, -self.logit_clip, self.logit_clip)
+
+
+# The heads a HieraMAS config may name (`policy_head`): the reference's pair MLP, and the suite's earlier
+# dot product of projections (kept for the total-cost variant, which was tuned with it).
+HEADS = {"pair_mlp": PairMLPPolicy, "dot": LLMSelectionPolicy}
 DEFAULT_POLICY = LLMSelectionPolicy()
 
 
@@ -237,7 +285,7 @@ def dropped_roles(synth_logits, droppable, max_dropped: int) -> np.ndarray:
 
 
 def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int, *, top_n: int = 2,
-                     max_dropped: int = 0, droppable=None) -> np.ndarray:
+                     max_dropped: int = 0, droppable=None, aggregator_slot: str = "reference") -> np.ndarray:
   """One query's inference choices [R, num_proposers + 1] by the reference's top-N rotation.
 
   Per role (`select_llms_topN_rotation` of graph/learnable_multi_node.py): one proposer position of the
@@ -247,6 +295,13 @@ def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int,
   except a dropped role's synthesizer. The policy may have any number of proposer positions (stage 1
   may train with another W than inference uses).
 
+  Which positions (`aggregator_slot`): "reference" indexes the policy as the reference's inference does,
+  by the inference W: with k = min(W, policy proposers), the proposer position is drawn among the first
+  k and the synthesizer (and the drop rule) read position k. When the policy was trained with W = k
+  (MATH, HumanEval+) position k is its synthesizer; on MMLU-Redux (trained with W = 6, inference W = 2) it
+  is the third worker position. "last" draws among all proposer positions and reads the trained
+  synthesizer position (the suite's earlier rule).
+
   Args:
     query_logits: [R, P, M + 1] logits (synthesizer last, skip last).
     rng: the query's generator (one draw per role).
@@ -254,8 +309,13 @@ def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int,
     top_n: N (reference 2).
     max_dropped: the drop cap.
     droppable: [R] bool (default: every role).
+    aggregator_slot: "reference" or "last" (above).
   """
   query_logits = np.asarray(query_logits, np.float64)
+  if aggregator_slot == "reference":  # positions 0..k-1 and k of the policy (k = the inference W, capped)
+    query_logits = query_logits[:, :min(num_proposers, query_logits.shape[1] - 1) + 1]
+  elif aggregator_slot != "last":
+    raise PolicyError(f"aggregator_slot must be 'reference' or 'last', got {aggregator_slot!r}")
   num_roles, num_positions, width = query_logits.shape
   num_models = width - 1
   if num_positions < 2:

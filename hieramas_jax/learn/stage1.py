@@ -87,8 +87,9 @@ class Stage1Config:
       baseline; 1: `baseline`) (stage1_samples).
     baseline: with G = 1, "moving_average" (per-role EMA) or "none" (stage1_baseline).
     sampling: "gumbel" (draws at tau = 1) or "tempered" (draws at the schedule's tau) (stage1_sampling).
-    learning_rate_end: the step size falls linearly from learning_rate to it over total_steps (None:
-      constant; the reference's lr_start -> lr_end) (stage1_lr_end).
+    learning_rate_end: the step size falls from learning_rate to it on a cosine over the first half of
+      total_steps, then stays there (None: constant; the reference's lr_start -> lr_end and its shape,
+      `learning_rate_schedule`) (stage1_lr_end).
     baseline_decay: EMA decay of the per-role baseline (fixed at 0.9 in every HieraMAS run).
   """
 
@@ -170,10 +171,18 @@ class Stage1State(train_state.TrainState):
   use_baseline: bool = flax.struct.field(pytree_node=False, default=True)
 
 
+def learning_rate_schedule(config: Stage1Config):
+  """The step size per update: the reference's shape (`get_cosine_warmup_lr` of its learnable-graph
+  scripts), a cosine from `learning_rate` down to `learning_rate_end` over the first half of the updates,
+  then flat at `learning_rate_end`. Constant when no end is given (or it equals the start)."""
+  if config.learning_rate_end is None or config.learning_rate_end == config.learning_rate:
+    return config.learning_rate
+  return optax.cosine_decay_schedule(config.learning_rate, max(config.total_steps // 2, 1),
+                                     alpha=config.learning_rate_end / config.learning_rate)
+
+
 def make_optimizer(config: Stage1Config) -> optax.GradientTransformation:
-  lr = config.learning_rate
-  if config.learning_rate_end is not None and config.learning_rate_end != config.learning_rate:
-    lr = optax.linear_schedule(config.learning_rate, config.learning_rate_end, max(config.total_steps - 1, 1))
+  lr = learning_rate_schedule(config)
   return optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.adamw(lr, weight_decay=config.weight_decay))
 
 

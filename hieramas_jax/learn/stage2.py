@@ -229,6 +229,27 @@ def _pad_to(batch: Stage2Batch, size: int) -> Stage2Batch:
                         node_mask=pad(batch.node_mask), labels=pad(batch.labels), label_mask=pad(batch.label_mask))
 
 
+def split_data(data: Stage2Batch, val_fraction: float, split_seed: int) -> tuple[Stage2Batch, Stage2Batch]:
+  """(train, validation) parts of `data` as `fit` splits them (numpy), with the training part's pos_weight.
+
+  Queries with no real pair (all masked out) are dropped before the split, so both parts hold queries
+  that can teach something. The learning evidence (`training.classifier_evidence`) reads the same
+  validation part.
+  """
+  data = Stage2Batch(*(np.asarray(x) for x in data))
+  data = _take(data, np.flatnonzero(data.label_mask.any(axis=1)))
+  train_idx, val_idx = split_by_query(data.query_emb.shape[0], val_fraction, split_seed)
+  train, val = _take(data, train_idx), _take(data, val_idx)
+  pos_weight = np.float32(positive_weight(train.labels, train.label_mask))
+  return train._replace(pos_weight=pos_weight), val._replace(pos_weight=pos_weight)
+
+
+@functools.partial(jax.jit, static_argnames=("net",))
+def pair_scores(params, batch: Stage2Batch, *, net: gcn_lib.GCNScorer = gcn_lib.DEFAULT_SCORER) -> jax.Array:
+  """[B, G] deterministic logits of each query's own graphs (padding graphs -inf)."""
+  return _pair_scores(params, batch, net, True, jax.random.key(0))
+
+
 def fit(data: Stage2Batch, rng: jax.Array, config: Stage2Config, *,
         net: gcn_lib.GCNScorer = gcn_lib.DEFAULT_SCORER, split_seed: int = 0, on_epoch=None):
   """Trains the scorer on the queries of `data` with an 80/20 split by query and early stopping.
@@ -246,14 +267,8 @@ def fit(data: Stage2Batch, rng: jax.Array, config: Stage2Config, *,
     (best_params, history): parameters of the epoch with the lowest validation loss, and a list of
     per-epoch dicts.
   """
-  data = Stage2Batch(*(np.asarray(x) for x in data))
-  # Queries with no real pair (all masked out) are dropped before the split, so both parts hold
-  # queries that can teach something.
-  data = _take(data, np.flatnonzero(data.label_mask.any(axis=1)))
-  train_idx, val_idx = split_by_query(data.query_emb.shape[0], config.val_fraction, split_seed)
-  train, val = _take(data, train_idx), _take(data, val_idx)
-  pos_weight = np.float32(positive_weight(train.labels, train.label_mask))
-  train, val = train._replace(pos_weight=pos_weight), val._replace(pos_weight=pos_weight)
+  train, val = split_data(data, config.val_fraction, split_seed)
+  train_idx = np.arange(train.query_emb.shape[0])
   k_init, k_shuffle, k_dropout = jax.random.split(rng, 3)
   bs = min(config.batch_size, len(train_idx))
   state = create_state(k_init, _pad_to(_take(train, np.arange(bs)), bs), config, net)

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 from typing import Any, Mapping, Sequence
 
 from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
+from hieramas_jax.report import learning
+from hieramas_jax.report.hieramas import results_name
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES
+from hieramas_jax.report.stats import correct_vector
 
 
 
@@ -57,8 +61,37 @@ FIELDS = ("accuracy", "n", "mean_cost_usd", "mean_system_reward", "mean_active_r
           "num_candidates")
 
 
-def results_path(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> pathlib.Path:
-  return results_dir / (f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "") + ".json")
+def results_path(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str, seed: int = 0) -> pathlib.Path:
+  return results_dir / f"{results_name(benchmark, pool, tag, seed)}.json"
+
+
+def seed_paths(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> dict[int, pathlib.Path]:
+  """{seed: results file} of one cell: seed 0's plain file and every `_seed<n>` file beside it."""
+  base = results_name(benchmark, pool, tag)
+  found = {0: results_dir / f"{base}.json"} if (results_dir / f"{base}.json").exists() else {}
+  for path in results_dir.glob(f"{base}_seed*.json"):
+    match = re.fullmatch(re.escape(base) + r"_seed(\d+)\.json", path.name)
+    if match:
+      found[int(match.group(1))] = path
+  return dict(sorted(found.items()))
+
+
+def seed_summary(results_dir: pathlib.Path, benchmark: str, pool: str, tag: str) -> dict[str, Any]:
+  """A cell over its seeds: accuracy mean +- sd and, for a tagged row, the per-seed paired difference from
+  the main run of the same seed (same test queries), tested across seeds (`learning.seed_comparison`)."""
+  accs, deltas = [], []
+  for seed, path in seed_paths(results_dir, benchmark, pool, tag).items():
+    r = json.loads(path.read_text())
+    accs.append(r.get("accuracy"))
+    main_path = results_path(results_dir, benchmark, pool, "", seed)
+    if tag and main_path.exists():
+      main = json.loads(main_path.read_text())
+      mine, theirs = r.get("outcomes"), main.get("outcomes")
+      if mine and theirs and mine.get("ids_sha256") == theirs.get("ids_sha256"):
+        deltas.append(100.0 * (correct_vector(r).mean() - correct_vector(main).mean()))
+  accs = [a for a in accs if a is not None]
+  return {"across_seeds": learning.across_seeds(accs) if accs else None,
+          "vs_main_across_seeds": learning.seed_comparison(deltas)}
 
 
 def main_settings(results_dir: pathlib.Path) -> list[tuple[str, str]]:
@@ -87,8 +120,11 @@ def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[st
   tagged = [r["tag"] for r in spec["rows"] if r["tag"]]
   settings = [s for s in main_settings(results_dir)
               if s in scope or any(results_path(results_dir, *s, t).exists() for t in tagged)]
-  cells, sources, backends = {}, {}, set()
+  cells, sources, backends, verdicts = {}, {}, set(), {}
   for b, p in settings:
+    main_path = results_path(results_dir, b, p, "")
+    main = json.loads(main_path.read_text()) if main_path.exists() else {}
+    verdicts[f"{b}|{p}"] = learning.cell_verdicts(main.get("fit"), main_path.name)
     for row in spec["rows"]:
       path = results_path(results_dir, b, p, row["tag"])
       key = f"{row['tag'] or 'main'}|{b}|{p}"
@@ -100,13 +136,17 @@ def ablation_record(name: str, results_dir: str | pathlib.Path, prov: Mapping[st
       backends.add(rp.get("backend"))
       cells[key] = {"missing": False, "file": path.name, **{f: r.get(f) for f in FIELDS},
                     "mean_graph_density": (r.get("graph_density") or {}).get("mean"),
-                    "loaded_from": r.get("loaded_from")}
+                    "loaded_from": r.get("loaded_from"),
+                    "vs_main": None if not row["tag"] else learning.compare_rows(r.get("outcomes"),
+                                                                                 main.get("outcomes"), path.name),
+                    **seed_summary(results_dir, b, p, row["tag"])}
       sources[path.name] = {"command": rp.get("command"), "git": rp.get("git"), "backend": rp.get("backend")}
   backend = ",".join(sorted(b for b in backends if b)) or None
   paper = {f"{tag or 'main'}|{b}|{p}": {"accuracy": acc, "total_cost_usd": cost}
            for (b, p), rows in scope.items() for tag, (acc, cost) in rows.items()}
   return {"table": name, "title": spec["title"], "rows": spec["rows"], "settings": [list(s) for s in settings],
-          "cells": cells, "paper": paper, "backend": backend, "sources": sources, "provenance": dict(prov)}
+          "cells": cells, "paper": paper, "backend": backend, "sources": sources, "verdicts": verdicts,
+          "provenance": dict(prov)}
 
 
 def _fmt(v, spec: str) -> str:
@@ -125,7 +165,12 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
               "`python experiments/train_hieramas.py --benchmark=mmlu_redux --train_limit=512` first.", ""]
   lines += ["Cell: accuracy % · $ over the test split ($/query) · mean system reward · active roles (of the "
             "benchmark's roles) · mean density of the chosen graph. `-`: not run yet (the command is listed below "
-            "the table). *paper*: the published figure (real LLMs; accuracy % · $ over the test split).", ""]
+            "the table). *paper*: the published figure (real LLMs; accuracy % · $ over the test split). "
+            "(vs comparison ...): the row's paired difference from the main run on the same test queries, in "
+            "accuracy points, with its 95% bootstrap interval; *inside noise* when the interval holds 0. With "
+            "several seeds (results files `_seed<n>`, each an independent simulated world): accuracy mean ± sd "
+            "over seeds and the per-seed paired difference from the main run, mean with its 95% t interval "
+            "across seeds.", ""]
   columns = [tuple(s) for s in record["settings"]]
   paper = record.get("paper") or {}
   with_paper = {(b, p) for b, p in columns if any(k.endswith(f"|{b}|{p}") for k in paper)}
@@ -148,7 +193,9 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
         total = c["mean_cost_usd"] * c["n"] if c.get("mean_cost_usd") is not None and c.get("n") else None
         out.append(f"{_fmt(c['accuracy'], '.2f')} · ${_fmt(total, '.2f')} (${_fmt(c['mean_cost_usd'], '.5f')}) · "
                    f"{_fmt(c['mean_system_reward'], '.3f')} · {_fmt(c['mean_active_roles'], '.2f')}/"
-                   f"{c.get('num_roles') or '-'} · {_fmt(c['mean_graph_density'], '.2f')}")
+                   f"{c.get('num_roles') or '-'} · {_fmt(c['mean_graph_density'], '.2f')}"
+                   + learning.noise_text(c.get("vs_main"))
+                   + learning.seeds_text(c.get("across_seeds"), c.get("vs_main_across_seeds")))
       if (b, p) in with_paper:
         pub = paper.get(key)
         out.append("-" if pub is None else f"*{_fmt(pub['accuracy'], '.2f')}*"
@@ -156,12 +203,29 @@ def ablation_markdown(record: Mapping[str, Any]) -> str:
     lines.append(f"| {row['title']} | " + " | ".join(out) + " |")
   if missing:
     lines += ["", "Not run yet:", "", "```"] + missing + ["```"]
+  lines += verdict_lines(record.get("verdicts") or {})
   lines += ["", "## Sources", "", "| File | Command | Commit |", "|---|---|---|"]
   for name, src in sorted(record["sources"].items()):
     commit = ((src.get("git") or {}).get("commit") or "")[:12]
     lines.append(f"| `results/{name}` | `{src.get('command')}` | {commit} |")
   lines += provenance_lines(record["provenance"])
   return "\n".join(lines)
+
+
+def verdict_lines(verdicts: Mapping[str, Any]) -> list[str]:
+  """Markdown: each setting's main-run learning verdicts (report/learning.py), the rows' common model."""
+  if not verdicts:
+    return []
+  lines = ["", "## Did the main run learn?", "",
+           "Stage 1: the trained policy (last step) against the untrained one on the same validation queries "
+           "(paired, 95% interval). Stage 2: the classifier's top-1 hit on its validation queries against chance "
+           "and a fresh initialisation. A row that only changes inference loads these models.", "",
+           "| Setting | Stage 1 (policy) | Stage 2 (classifier) |", "|---|---|---|"]
+  for key, v in verdicts.items():
+    b, p = key.split("|")
+    lines.append(f"| {BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)} | {learning.stage1_text(v['stage1'])} | "
+                 f"{learning.stage2_text(v['stage2'])} |")
+  return lines
 
 
 def write_ablation_tables(results_dir: str | pathlib.Path, out_dir: str | pathlib.Path, prov: Mapping[str, Any],
@@ -303,8 +367,11 @@ def hieramas_cells_record(results_dir: str | pathlib.Path, prov: Mapping[str, An
                  "mean_density": density.get("mean"), "distinct_graphs": density.get("distinct_graphs"),
                  "k": (r.get("config") or {}).get("k_pool") or DEFAULT_K.get(b),
                  "stage1_best_step": best.get("step"), "contrastive_queries": stage2.get("contrastive_queries"),
-                 "stage2_queries": stage2.get("queries"), "classifier_trained": not stage2.get("skipped"),
+                 "stage2_queries": stage2.get("queries"), "label_sources": stage2.get("label_sources"),
                  "most_picked": picks})
+    verdicts = learning.cell_verdicts(fit, results_path(results_dir, b, p, "").name)
+    rows[-1].update(verdicts=verdicts, classifier=learning.classifier_state(verdicts["stage2"],
+                                                                            bool(stage2.get("skipped"))))
   return {"rows": rows, "provenance": dict(prov)}
 
 
@@ -316,10 +383,13 @@ def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
   lines += ["Active roles: mean per test query (of the benchmark's roles). Density: of the chosen G* (mean), and "
             "how many distinct G* over the test split. Contrastive: stage-2 training queries whose K candidate "
             "graphs got different rewards (0: the classifier keeps its initialisation, so K changes nothing). "
+            "Label contrast: of the contrastive queries, how many differ in whether the query was solved and how "
+            "many in the charged cost only (topology can show only in the first). "
+            "Classifier: whether it was fit and whether it learned (its verdict below). "
             "Most picked: the policy's most frequent non-skip LLM per position kind.", "",
             "| Setting | Acc % | $ test | Active roles | G* density · distinct | K | Stage-1 best step | "
-            "Contrastive (of queries) | Classifier trained | Most picked (proposer / synthesizer) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "Contrastive (of queries) | Label contrast | Classifier | Most picked (proposer / synthesizer) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
   for row in record["rows"]:
     picks = row["most_picked"]
     lines.append(f"| {BENCHMARK_TITLES.get(row['benchmark'])} {POOL_TITLES.get(row['pool'])} | "
@@ -327,8 +397,9 @@ def hieramas_cells_markdown(record: Mapping[str, Any]) -> str:
                  f"{_fmt(row['mean_active_roles'], '.2f')}/{row['num_roles']} | "
                  f"{_fmt(row['mean_density'], '.2f')} · {row['distinct_graphs']} | {row['k']} | "
                  f"{row['stage1_best_step']} | {row['contrastive_queries']} ({row['stage2_queries']}) | "
-                 f"{'yes' if row['classifier_trained'] else 'no'} | {picks['proposer'] or '-'} / "
-                 f"{picks['synthesizer'] or '-'} |")
+                 f"{learning.label_sources_text(row.get('label_sources'))} | {row['classifier']} | "
+                 f"{picks['proposer'] or '-'} / {picks['synthesizer'] or '-'} |")
+  lines += verdict_lines({f"{row['benchmark']}|{row['pool']}": row["verdicts"] for row in record["rows"]})
   lines += provenance_lines(record["provenance"])
   return "\n".join(lines)
 

@@ -25,7 +25,7 @@ from hieramas_jax.experiment.record import CellRecord
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES, method_title
 from hieramas_jax.report.plotting import label_points, log_cost_axis
-from hieramas_jax.report import stats
+from hieramas_jax.report import learning, stats
 from hieramas_jax.report.stats import bootstrap_ci, correct_vector, error_bars, key_seed
 
 HIERAMAS_METHODS = ("hieramas", "hieramas_total_cost")
@@ -85,7 +85,9 @@ def frontier_record(frontier_cells: Mapping[str, Mapping[str, Any]], table1_cell
       s = settings.setdefault(f"{c['benchmark']}|{c['pool']}", {"benchmark": c["benchmark"], "pool": c["pool"],
                                                                   "hieramas": [], "baselines": []})
       if is_hieramas:
-        s["hieramas"].append(point(c, key, k=ks.get(c["label"]), recipe=RECIPES[c["method"]]))
+        s["hieramas"].append(point(c, key, k=ks.get(c["label"]), recipe=RECIPES[c["method"]],
+                                   verdicts=learning.cell_verdicts(c.get("fit"), key)))
+        s.setdefault("outcomes", {})[c["label"]] = c.get("outcomes")
       else:
         s["baselines"].append(point(c, key))
   settings = {key: s for key, s in settings.items() if s["hieramas"]}  # only where HieraMAS was run
@@ -96,6 +98,10 @@ def frontier_record(frontier_cells: Mapping[str, Mapping[str, Any]], table1_cell
     s["hieramas"] = [p for p in s["hieramas"] if p["test_ids_sha256"] == ids]
     s["baselines"] = [p for p in s["baselines"] if p["test_ids_sha256"] == ids]
     s["hieramas"].sort(key=lambda p: (p["recipe"], p["k"] if p["k"] is not None else -1))
+    outcomes = s.pop("outcomes", {})
+    for r in {p["recipe"] for p in s["hieramas"]}:  # each recipe's points against its lowest k
+      mine = [p for p in s["hieramas"] if p["recipe"] == r]
+      learning.mark_against_first(mine, [outcomes.get(p["label"]) for p in mine], f"{r}|{s['benchmark']}|{s['pool']}")
     s["baseline_front"] = [p["label"] for p in pareto_front(s["baselines"])]
     s["hieramas_front"] = [f"{p['label']}" for p in pareto_front(s["hieramas"])]
     s["position"] = frontier_position(s["hieramas"], s["baselines"])
@@ -136,7 +142,9 @@ def frontier_markdown(record: Mapping[str, Any]) -> str:
               "|---|---|---|"]
     for p in s["hieramas"]:
       bold = "**" if p["label"] in s["hieramas_front"] else ""
-      lines.append(f"| HieraMAS, {p['recipe']} | {p['k'] if p['k'] is not None else '-'} | {bold}{_pt(p)}{bold} |")
+      lines.append(f"| HieraMAS, {p['recipe']} | {p['k'] if p['k'] is not None else '-'} | {bold}{_pt(p)}{bold}"
+                   f"{learning.noise_text(p.get('vs_first'))}"
+                   + (f"; {learning.short_verdicts(p['verdicts'])}" if p.get("verdicts") else "") + " |")
     for p in sorted(s["baselines"], key=lambda p: p["mean_cost_usd"]):
       bold = "**" if p["label"] in s["baseline_front"] else ""
       lines.append(f"| {method_title(p['label'])} | - | {bold}{_pt(p)}{bold} |")

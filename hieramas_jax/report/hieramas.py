@@ -21,9 +21,10 @@ from hieramas_jax.learn.rewards import system_reward
 DENSITY_BANDS = ((0.0, 1 / 3), (1 / 3, 2 / 3), (2 / 3, 1.0 + 1e-9))
 
 
-def results_name(benchmark: str, pool: str, tag: str = "") -> str:
-  """hieramas_<benchmark>_<pool>[_<tag>]."""
-  return f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "")
+def results_name(benchmark: str, pool: str, tag: str = "", seed: int = 0) -> str:
+  """hieramas_<benchmark>_<pool>[_<tag>][_seed<n>]: seed 0 keeps the plain name; every other seed of the same
+  cell gets its own file, which Tables 2/6/7 pair with the same seed's main run (report/ablations.py)."""
+  return f"hieramas_{benchmark}_{pool}" + (f"_{tag}" if tag else "") + (f"_seed{seed}" if seed else "")
 
 
 def read_items(run_dir: str | pathlib.Path) -> list[dict[str, Any]]:
@@ -77,7 +78,8 @@ def policy_probabilities(records: Sequence[Mapping[str, Any]], roles: Sequence[s
 
 # Curves kept in the results file (paper-style training plots without the run directory).
 CURVE_KEYS = ("stage1/loss", "stage1/batch_mean_system_reward", "stage1/batch_accuracy", "stage1/entropy",
-              "stage1/val_mean_reward", "stage1/val_accuracy", "stage2/train_loss", "stage2/val_loss")
+              "stage1/val_mean_reward", "stage1/val_accuracy", "stage1/val_policy_entropy", "stage1/val_kl_from_init",
+              "stage2/train_loss", "stage2/val_loss")
 
 
 def training_curves(run_dir: str | pathlib.Path, keys: Sequence[str] = CURVE_KEYS) -> dict[str, list[list[float]]]:
@@ -148,6 +150,8 @@ def results_record(cell: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
                                   "completion_tokens")},
           **test_summary(records, roles, float(config["reward_k"])),
           "training": cell.get("training"), "fit": cell.get("fit"), "loaded_from": cell.get("loaded_from"),
+          # Per-query outcomes (test order): the paired "inside noise" marks of Tables 2/6/7 and the sweeps.
+          "outcomes": cell.get("outcomes"),
           "config": dict(config), "run_dir": cell["run_dir"], "sizes": dict(sizes),
           "curves": training_curves(from_repo(cell["run_dir"])) if not cell.get("loaded_from") else {},
           "provenance": dict(prov)}

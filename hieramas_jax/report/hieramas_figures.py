@@ -238,6 +238,7 @@ def curves_section(page: Page, results: pathlib.Path) -> str:
     panels = [("stage 1: loss", ["stage1/loss"]),
               ("stage 1: system reward", ["stage1/batch_mean_system_reward", "stage1/val_mean_reward"]),
               ("stage 1: accuracy", ["stage1/batch_accuracy", "stage1/val_accuracy"]),
+              ("stage 1: policy drift (val)", ["stage1/val_policy_entropy", "stage1/val_kl_from_init"]),
               ("stage 2: classifier loss", ["stage2/train_loss", "stage2/val_loss"])]
     fit = r.get("fit") or {}
     best1 = (fit.get("stage1_best") or {}).get("step")
@@ -245,7 +246,7 @@ def curves_section(page: Page, results: pathlib.Path) -> str:
     s2 = [pt for k in ("stage2/train_loss", "stage2/val_loss") for pt in curves.get(k) or []]
     # Stage 2 is logged at steps continuing stage 1's (offset + epoch): shown by its own epoch, from 1.
     offset = min(step for step, _ in s2) - 1 if s2 else 0
-    fig, axes = plt.subplots(1, 4, figsize=(14, 2.9))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.5 * len(panels), 2.9))
     for ax, (title, keys) in zip(axes, panels):
       stage2 = title.startswith("stage 2")
       drawn = False
@@ -278,6 +279,8 @@ def curves_section(page: Page, results: pathlib.Path) -> str:
                  fontsize=9)
     fig.tight_layout()
     body.append(page.figure(fig, f"curves_{b}_{p}", "Stage 1 per update (batch) and per validation, the dotted red "
-                            "line at the checkpoint kept (best validation); stage 2 per epoch on its own axis, the "
+                            "line at the checkpoint kept (best validation); the policy's mean entropy and KL from "
+                            "its initialisation on the validation queries (flat entropy, KL ~ 0: it chose nothing); "
+                            "stage 2 per epoch on its own axis, the "
                             "star at its lowest validation loss."))
   return "".join(body)

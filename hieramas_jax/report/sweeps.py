@@ -13,6 +13,7 @@ import pathlib
 from typing import Any, Mapping, Sequence
 
 from hieramas_jax.experiment.provenance import SIMULATED_LABEL, sim_title
+from hieramas_jax.report import learning
 from hieramas_jax.report.stats import error_bars, wilson_interval
 
 
@@ -36,11 +37,15 @@ def sweep_record(spec: Mapping[str, Any], points: Sequence[Mapping[str, Any]], p
       row.update({k: r.get(k) for k in ("accuracy", "n", "cost_usd", "mean_cost_usd", "mean_system_reward",
                                         "mean_active_roles")})
       row["command"] = (r.get("provenance") or {}).get("command")
+      row["verdicts"] = learning.cell_verdicts(r.get("fit"), pathlib.Path(p["results_file"]).name)
     rows.append(row)
+  outcomes = [(p.get("results") or {}).get("outcomes") for p in points]
+  learning.mark_against_first(rows, outcomes, spec["name"])
   backend = ",".join(sorted(b for b in backends if b)) or None
   return {"name": spec["name"], "description": spec.get("description", ""), "program": spec["program"],
           "flags": dict(spec.get("flags", {})), "grid": dict(spec["grid"]), "rows": rows, "backend": backend,
-          "label": SIMULATED_LABEL if backend == "sim" else None, "provenance": dict(prov)}
+          "label": SIMULATED_LABEL if backend == "sim" else None, "seed_groups": learning.seed_groups(rows, outcomes),
+          "provenance": dict(prov)}
 
 
 def sweep_markdown(record: Mapping[str, Any]) -> str:
@@ -52,18 +57,24 @@ def sweep_markdown(record: Mapping[str, Any]) -> str:
   if record.get("description"):
     lines += [record["description"], ""]
   lines += [f"Program `{record['program']}`; fixed flags `{json.dumps(record['flags'], sort_keys=True)}`.", "",
-            "| " + " | ".join(names) + " | accuracy % | $/query | mean reward | active roles | n | results |",
-            "|---" * (len(names) + 6) + "|"]
+            "Accuracy: (vs comparison ...) is the paired difference from the first point on the same test queries "
+            "(95% interval; *inside noise* when it holds 0). Learned: the learning verdicts (report/learning.py).",
+            "",
+            "| " + " | ".join(names) + " | accuracy % | $/query | mean reward | active roles | n | learned | results |",
+            "|---" * (len(names) + 7) + "|"]
 
   def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
   for row in record["rows"]:
     lines.append("| " + " | ".join(str(row["values"][n]) for n in names) + " | "
-                 + (" | ".join([fmt(row.get("accuracy"), ".2f"), fmt(row.get("mean_cost_usd"), ".5f"),
+                 + (" | ".join([fmt(row.get("accuracy"), ".2f") + learning.noise_text(row.get("vs_first")),
+                                fmt(row.get("mean_cost_usd"), ".5f"),
                                 fmt(row.get("mean_system_reward"), ".3f"), fmt(row.get("mean_active_roles"), ".2f"),
-                                fmt(row.get("n"), "d")]) if row["done"] else "not run yet | - | - | - | -")
+                                fmt(row.get("n"), "d"), learning.short_verdicts(row["verdicts"])])
+                    if row["done"] else "not run yet | - | - | - | - | -")
                  + f" | `{row['results_file']}` |")
+  lines += learning.seed_group_lines(record.get("seed_groups") or [])
   prov = record["provenance"]
   lines += ["", "## Provenance", "", "Command (the table; each point's own command is in its results file):", "",
             "```", prov.get("command", ""), "```", "", "```json",

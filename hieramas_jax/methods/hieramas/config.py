@@ -37,6 +37,18 @@ SAMPLING = ("gumbel", "tempered")
 BASELINES = ("none", "moving_average")
 # "rotation": the reference's top-N rotation with drop caps; "greedy": argmax per position, skip included.
 INFERENCE = ("rotation", "greedy")
+# The graph stage 1 validates on: "full" (the reference's run_validation: every forward edge, index order)
+# or "random" (one seeded random DAG per validation query, the suite's earlier rule; the total-cost variant).
+VAL_GRAPHS = ("full", "random")
+# What the consensus override compares (rollout.consensus_index): the roles' whole "text" (reference) or
+# their extracted "answer" (the suite's earlier rule).
+CONSENSUS_MATCH = ("text", "answer")
+# Which policy positions the rotation reads (policy.rotation_choices): the reference's, indexed by the
+# inference W, or the trained synthesizer position ("last").
+AGGREGATOR_SLOTS = ("reference", "last")
+# The policy's head (learn/policy.py HEADS): "pair_mlp" (the reference's compute_logits: an MLP over each
+# (position, LLM) pair) or "dot" (this suite's earlier dot product of projections; the total-cost variant).
+POLICY_HEADS = ("pair_mlp", "dot")
 # Where a test query's K candidates come from: "per_query" (the reference: K random DAGs drawn for each
 # query, seeded by the run seed and the item id) or "shared" (one seeded pool for the whole test split:
 # K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full; the total-cost variant).
@@ -44,7 +56,9 @@ GRAPH_POOLS = ("per_query", "shared")
 CHOICES = {"graph_mode": GRAPH_MODES, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
            "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
-           "stage1_baseline": BASELINES, "inference": INFERENCE}
+           "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS,
+           "stage1_val_graph": VAL_GRAPHS, "consensus_match": CONSENSUS_MATCH,
+           "aggregator_slot": AGGREGATOR_SLOTS}
 
 # Reference graph-pool sizes per benchmark (reference scripts: MMLU 200, MATH 100, HumanEval 200).
 DEFAULT_K = {"mmlu_redux": 200, "math": 100, "humaneval_plus": 200}
@@ -76,6 +90,7 @@ _SENTINEL = {"stage1_batch": 0, "stage1_lr": 0.0, "stage1_lr_end": 0.0, "stage1_
 # "HieraMAS (total-cost reward)") and `experiments/ablations/total_cost.flags` (a test keeps them equal).
 TOTAL_COST_RECIPE: dict[str, Any] = {
     "system_cost": "total", "activation_credit": "system", "stage1_mask_unused": True, "policy_skip_logit_init": 4.0,
+    "policy_head": "dot", "policy_hidden": 128, "stage1_val_graph": "random",
     "stage1_samples": 4, "stage1_sampling": "tempered", "stage1_tau_start": 1.0, "stage1_tau_end": 1.0,
     "stage1_lr": 1e-2, "stage1_lr_end": 1e-2, "stage1_entropy": 0.01, "stage1_steps": 100, "stage1_batch": 16,
     "stage1_val_every": 10, "stage1_proposers": 0, "stage1_max_density": 0.7, "stage1_select_by": "reward",
@@ -112,7 +127,9 @@ class HieraMASConfig:
     pool_max_density: upper end of that range (reference 0.7).
     seed: the one seed every key and data order comes from.
     encoder: sentence-transformers model ("all-MiniLM-L6-v2" = the bundled, checksummed weights).
-    policy_hidden: width of the policy's slot/key spaces.
+    policy_head: "pair_mlp" (reference `compute_logits`: an MLP scores every (position, LLM) pair) or "dot"
+      (the suite's earlier dot product of slot and key projections; the total-cost variant keeps it).
+    policy_hidden: width of the policy's slot/key spaces and of the pair MLP (reference 256).
     policy_skip_logit_init: initial learned bias on the skip logit (reference 0; > 0 starts
       exploring sparse, cheap configurations; see learn/policy.py).
     stage1_steps: REINFORCE updates of stage 1 (reference 12 iterations).
@@ -125,7 +142,8 @@ class HieraMASConfig:
       entropy) or "tempered" (draws from softmax(logits / tau)).
     stage1_mask_unused: leave the proposers of a skipped role out of the gradient (they were never
       called); the reference credits them with the role reward like every other choice.
-    stage1_lr: AdamW step size at the first step, linear to stage1_lr_end over the steps (reference:
+    stage1_lr: AdamW step size at the first step, a cosine down to stage1_lr_end over the first half of the
+      steps, then flat (the reference's shape; reference values:
       MMLU-Redux 5e-3, MATH and HumanEval+ 2e-3; 0: the benchmark's value).
     stage1_lr_end: step size at the last step (reference 2e-3; 0: the benchmark's value, or with an
       explicit stage1_lr: constant).
@@ -139,6 +157,8 @@ class HieraMASConfig:
       benchmark's value).
     stage1_val_every: validate the greedy policy every n steps and after the last (reference 3 on
       MMLU-Redux, 2 otherwise; 0: the benchmark's value).
+    stage1_val_graph: the graph of stage 1's validation runs: "full" (reference `run_validation`: the fully
+      connected DAG in index order) or "random" (one seeded random DAG per validation query).
     stage1_checkpoint_every: save the latest state every n steps (resume granularity).
     stage1_select_by: best checkpoint by mean validation system "reward" (the paper's objective,
       utility minus cost) or by validation "accuracy" (the reference code's best_valid_model; ties
@@ -147,7 +167,9 @@ class HieraMASConfig:
     system_cost: what the system reward charges: "decision" (reference: the decision node's cost; each
       role pays its own calls in its node reward; a skipped role earns 0.5 x system) or "total" (the
       query's total cost; a skipped role earns the full system reward). See learn/rewards.py.
-    consensus: if every active role's extracted answer is the same, it is the final answer (reference).
+    consensus: if every active role gives the same output, it is the final answer (reference).
+    consensus_match: what "the same" compares: "text" (reference: the whole texts; the extracted code on
+      HumanEval+) or "answer" (the extracted answers, as majority votes compare them).
     activation_credit: what credits a synthesizer's on/off (the role's activation): "role" (the
       reference: the role's mixed reward credits the whole choice) or "system" (the system-level
       reward; the model choice given "on" keeps the role's mixed reward). See learn/stage1.py.
@@ -157,6 +179,9 @@ class HieraMASConfig:
       are dropped only where skip is the argmax, at most max_dropped_roles) or "greedy" (argmax per
       position, skip included).
     rotation_top_n: N of the rotation (reference 2).
+    aggregator_slot: which policy positions the rotation reads: "reference" (the proposer position among
+      the first W, the synthesizer from position W: on MMLU-Redux, trained with W = 6, a worker position)
+      or "last" (any proposer position; the trained synthesizer position).
     max_dropped_roles: the rotation's drop cap (reference: 2 on MMLU-Redux, 0 on MATH and HumanEval+;
       -1: the benchmark's value).
     stage2_graphs: random graphs run per training query (reference 5).
@@ -198,7 +223,8 @@ class HieraMASConfig:
   pool_max_density: float = 0.7
   seed: int = 0
   encoder: str = "all-MiniLM-L6-v2"
-  policy_hidden: int = 128
+  policy_head: str = "pair_mlp"
+  policy_hidden: int = 256
   policy_skip_logit_init: float = 0.0
   stage1_steps: int = 12
   stage1_batch: int = 0
@@ -216,15 +242,18 @@ class HieraMASConfig:
   stage1_min_density: float = 0.3
   stage1_max_density: float = -1.0
   stage1_val_every: int = 0
+  stage1_val_graph: str = "full"
   stage1_checkpoint_every: int = 5
   stage1_select_by: str = "accuracy"
   alpha: float = 0.5
   system_cost: str = "decision"
   consensus: bool = True
+  consensus_match: str = "text"
   activation_credit: str = "role"
   reward_k: float = 300.0
   inference: str = "rotation"
   rotation_top_n: int = 2
+  aggregator_slot: str = "reference"
   max_dropped_roles: int = -1
   stage2_graphs: int = 5
   stage2_min_density: float = 0.3
@@ -317,5 +346,6 @@ class HieraMASConfig:
     checkpoints (ablations that only change inference).
     """
     inference_only = {"k_pool", "graph_pool", "pool_min_density", "pool_max_density", "graph_mode", "vote_graphs",
-                      "llm_mode", "max_queries", "inference", "rotation_top_n", "max_dropped_roles"}
+                      "llm_mode", "max_queries", "inference", "rotation_top_n", "max_dropped_roles",
+                      "aggregator_slot"}
     return {k: v for k, v in self.to_json().items() if k not in inference_only}

@@ -33,6 +33,7 @@ import numpy as np
 
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.fileio import atomic_write_json
+from hieramas_jax.learn import evidence as evidence_lib
 from hieramas_jax.learn import gcn as gcn_lib
 from hieramas_jax.learn import graph_pool
 from hieramas_jax.learn import policy as policy_lib
@@ -181,7 +182,10 @@ class HieraMAS:
                    "contrastive_queries": int(stage2_lib.informative_queries(data["reward"]).sum()),
                    "epochs_run": sum(1 for h in history if "val_loss" in h),
                    "best_val_loss": min((h["val_loss"] for h in history if "val_loss" in h), default=None),
-                   "skipped": next((h["skipped"] for h in history if "skipped" in h), None)},
+                   "skipped": next((h["skipped"] for h in history if "skipped" in h), None),
+                   "label_sources": evidence_lib.label_sources(data["solved"], data["reward"], data["adjacency"],
+                                                               data["decision_cost"])},
+        "evidence": learning_evidence(cfg, state_dir, best, self.train_setup.skip_index + 1),
     }
     return self.fit_summary
 
@@ -212,7 +216,9 @@ class HieraMAS:
     self._check_training(config_path)
     self.policy_state = training.load_best_policy(self.config, self.embeddings, source)
     self.scorer_params = training.load_scorer(self.config, self.embeddings, source)
-    self.fit_summary = {"stage1_best": json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())}
+    best = json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())
+    self.fit_summary = {"stage1_best": best,
+                        "evidence": learning_evidence(self.config, source, best, self.train_setup.skip_index + 1)}
 
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     """Embeds the queries about to be solved in a worker thread, then compiles inference once."""
@@ -239,7 +245,8 @@ class HieraMAS:
       rng = np.random.default_rng([cfg.seed, training.INFERENCE_TAG, 1, item_fold(item.id)])
       logits = np.asarray(policy_lib.logits(self.policy_state.params, inputs, net=self.policy_state.net))[0]
       choices = policy_lib.rotation_choices(logits, rng, cfg.num_proposers, top_n=cfg.rotation_top_n,
-                                            max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable)
+                                            max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable,
+                                            aggregator_slot=cfg.aggregator_slot)
     else:
       choices = np.asarray(stage1_lib.greedy(self.policy_state, inputs))[0]
     if cfg.llm_mode == "strong":
@@ -287,7 +294,8 @@ class HieraMAS:
       trace.extra.update(self._graph_record(pool, int(graphs[vote.winner]), scores))
       trace.extra["vote_graphs"] = [int(g) for g in graphs]
     if self.config.consensus:
-      agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))])
+      agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))],
+                                     self.config.consensus_match)
       if agreed is not None:
         trace.final_text = trace.node_texts[agreed]
         trace.extra["consensus"] = {"node": int(agreed)}
@@ -303,6 +311,15 @@ class HieraMAS:
     return {"graph_index": g, "graph_density": float(pool.density[g]),
             "graph_kind": graph_pool.KIND_NAMES[int(pool.kind[g])], "graph_score": float(scores[g]),
             "graph_edges": [[int(i), int(j)] for i, j in zip(*np.nonzero(adj))]}
+
+
+def learning_evidence(cfg: HieraMASConfig, state_dir: pathlib.Path, best: dict[str, Any] | None,
+                      num_choices: int) -> dict[str, Any]:
+  """Both stages' raw learning evidence from a state dir (`learn/evidence.py`; verdicts: report/learning.py).
+  A stage recorded before the evidence existed is None."""
+  done = training.stage2_dir(state_dir) / "done.json"
+  stage2 = json.loads(done.read_text()).get("evidence") if done.exists() else None
+  return {"stage1": training.stage1_evidence(state_dir, cfg, best, num_choices), "stage2": stage2}
 
 
 def warm_up(method: HieraMAS, item: Item) -> None:

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from hieramas_jax.aio import gather_or_cancel
-from hieramas_jax.benchmarks import graders
+from hieramas_jax.benchmarks import extract, graders
 from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.learn import policy as policy_lib
 from hieramas_jax.learn import rewards as rewards_lib
@@ -67,11 +67,24 @@ def checkable_roles(benchmark: str) -> tuple[bool, ...]:
   return tuple(r not in NON_ANSWER_ROLES for r in roles_lib.roles_for(benchmark))
 
 
-async def consensus_index(item: Item, texts: Sequence[str]) -> int | None:
-  """Index of the text whose answer every text with an extractable answer shares (None: they differ or
-  none has one). The reference's consensus override: if all active roles agree, that is the answer."""
+async def consensus_index(item: Item, texts: Sequence[str], match: str = "text") -> int | None:
+  """The consensus override: if all active roles agree, that is the answer. Returns the index of the text
+  that is final (0 when they agree; None: they differ, or nothing to compare).
+
+  match="text" (the reference's `forward`): every role's extracted output is identical, where the
+  extractor is the identity on MMLU-Redux and MATH (the whole text, whitespace at the ends aside) and the
+  code extraction on HumanEval+; different models almost never write identical texts, so it rarely fires.
+  match="answer" (the suite's earlier rule): every text with an extractable answer shares it, answers
+  compared as `methods.voting` compares them (MMLU letter, MATH equivalence, normalised code).
+  """
   if not texts:
     return None
+  if match == "text":
+    if item.benchmark == "humaneval_plus":
+      keys = [extract.extract_code(t, item.meta["entry_point"]) for t in texts]
+    else:
+      keys = [t.strip() for t in texts]
+    return 0 if keys[0] is not None and all(k == keys[0] for k in keys) else None
   vote = await majority_vote(item, list(texts))
   return vote.winner if len(vote.counts) == 1 else None
 
@@ -188,7 +201,7 @@ def decision_cost(trace: Trace) -> float:
 
 async def run_rollout(client: ChatClient, setup: Setup, item: Item, choices, adjacency,
                       settings: RunSettings = RunSettings(), *, method: str = "hieramas",
-                      grade_nodes: bool = True, consensus: bool = False) -> Rollout:
+                      grade_nodes: bool = True, consensus: str | None = None) -> Rollout:
   """Runs one query through the configuration the choices and DAG describe, and grades it.
 
   Args:
@@ -201,7 +214,8 @@ async def run_rollout(client: ChatClient, setup: Setup, item: Item, choices, adj
     method: name written into the trace.
     grade_nodes: grade every active node's own output (stage 1 needs it; stage 2 and inference only
       need the system grade).
-    consensus: grade the roles' common answer instead of the decision node's when they all agree.
+    consensus: grade the roles' common answer instead of the decision node's when they all agree, by
+      `consensus_index`'s rule of that name ("text" or "answer"); None: no override.
   """
   if item.benchmark != setup.benchmark:
     raise RolloutError(f"item {item.id} is from {item.benchmark}, the setup is for {setup.benchmark}")
@@ -214,7 +228,7 @@ async def run_rollout(client: ChatClient, setup: Setup, item: Item, choices, adj
   checkable = np.zeros(r, bool)
   final_text, agreed = trace.final_text, None
   if consensus:
-    agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))])
+    agreed = await consensus_index(item, [trace.node_texts[i] for i in range(len(active))], consensus)
     if agreed is not None:
       final_text = trace.node_texts[agreed]
       trace.extra["consensus"] = {"node": int(agreed)}
@@ -234,7 +248,7 @@ async def run_rollout(client: ChatClient, setup: Setup, item: Item, choices, adj
 
 async def run_rollouts(client: ChatClient, setup: Setup, items: Sequence[Item], choices, adjacency,
                        settings: RunSettings = RunSettings(), *, bound: int | asyncio.Semaphore = 32,
-                       grade_nodes: bool = True, consensus: bool = False) -> list[Rollout]:
+                       grade_nodes: bool = True, consensus: str | None = None) -> list[Rollout]:
   """All rollouts of a batch concurrently (`choices` [B, R, P], `adjacency` [B, R, R]), in input order.
 
   `bound` caps the MAS runs in flight (the client's semaphore separately caps calls per endpoint).

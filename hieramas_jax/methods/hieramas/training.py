@@ -4,11 +4,11 @@ Stage 1 (policy, multi-level rewards): each step takes a batch of training queri
 by the seed, samples `stage1_samples` configurations of each (key fold_in(k_sample, step)) and one
 random DAG per rollout (density U[0.3, 0.7], key fold_in(k_graph, step)), runs the whole batch
 concurrently, grades system and node outputs, turns them into role rewards and applies one jitted
-REINFORCE update. Every
-`stage1_val_every` steps the greedy policy runs on the validation queries (each with one fixed random
-DAG) and a strictly better validation score saves the "best" checkpoint. The latest state is saved
-every `stage1_checkpoint_every` steps; a killed run restarts from it and, since every key and the data
-order are functions of (seed, step), ends with exactly the result of an uninterrupted run.
+REINFORCE update. Every `stage1_val_every` steps the greedy policy runs on the validation queries
+(reference: on the full DAG; `stage1_val_graph="random"`: one fixed random DAG each) and a strictly
+better validation score saves the "best" checkpoint. The latest state is saved every
+`stage1_checkpoint_every` steps; a killed run restarts from it and, since every key and the data order
+are functions of (seed, step), ends with exactly the result of an uninterrupted run.
 
 Stage 2 (classifier, contrastive labels): the BEST stage-1 checkpoint is restored explicitly and
 checked (its parameter hash must equal the one recorded when it was saved, and differ from a fresh
@@ -35,6 +35,7 @@ from hieramas_jax.benchmarks.data import Item
 from hieramas_jax.errors import UserError
 from hieramas_jax.fileio import atomic_write_json
 from hieramas_jax.learn import checkpoint as checkpoint_lib
+from hieramas_jax.learn import evidence as evidence_lib
 from hieramas_jax.learn.batching import batch_indices
 from hieramas_jax.learn.checkpoint import params_sha256
 from hieramas_jax.learn import gcn as gcn_lib
@@ -109,6 +110,19 @@ def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float
                                               count=count, num_nodes=num_nodes))
 
 
+def consensus_rule(cfg: HieraMASConfig) -> str | None:
+  """The consensus override's rule ("text" or "answer"), None when the run has none."""
+  return cfg.consensus_match if cfg.consensus else None
+
+
+def validation_graphs(cfg: HieraMASConfig, key: jax.Array, count: int, num_nodes: int) -> np.ndarray:
+  """[count, N, N] the graphs stage 1 validates on: the full DAG for every query (reference), or one random
+  DAG each at stage 1's densities."""
+  if cfg.stage1_val_graph == "full":
+    return np.broadcast_to(graph_pool.full(num_nodes), (count, num_nodes, num_nodes)).copy()
+  return random_graphs(key, count, num_nodes, cfg.stage1_min_density, cfg.stage1_max_density)
+
+
 def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
   """learn's stage-1 config from the run's: every field from HieraMASConfig, the one home of the defaults."""
   return stage1_lib.Stage1Config(learning_rate=cfg.stage1_lr, weight_decay=cfg.stage1_weight_decay,
@@ -120,7 +134,7 @@ def stage1_config(cfg: HieraMASConfig) -> stage1_lib.Stage1Config:
 
 
 def policy_net(cfg: HieraMASConfig) -> policy_lib.LLMSelectionPolicy:
-  return policy_lib.LLMSelectionPolicy(hidden=cfg.policy_hidden, skip_logit_init=cfg.policy_skip_logit_init)
+  return policy_lib.HEADS[cfg.policy_head](hidden=cfg.policy_hidden, skip_logit_init=cfg.policy_skip_logit_init)
 
 
 def scorer_net(cfg: HieraMASConfig) -> gcn_lib.GCNScorer:
@@ -162,6 +176,9 @@ def summarize_rollouts(rollouts: Sequence[Rollout], k: float, system_cost: str) 
 
 
 BEST_FILE = "best.json"
+# Stage 1's learning evidence (`learn/evidence.py`): the drift curve, the untrained policy's validation
+# outcomes and every validation's per-query outcomes; rewritten whole after each step (a few KB).
+EVIDENCE_FILE = "evidence.json"
 
 
 def stage1_dir(run_dir: pathlib.Path) -> pathlib.Path:
@@ -198,24 +215,41 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
 
   train_qr = emb.query_role(train)
   val_inputs = emb.policy_inputs(emb.query_role(val))
-  val_graphs = random_graphs(keys["val"], len(val), setup.num_roles, cfg.stage1_min_density, cfg.stage1_max_density)
+  val_graphs = validation_graphs(cfg, keys["val"], len(val), setup.num_roles)
   state = fresh_policy_state(cfg, emb)
+  init_probs = await off_loop(policy_lib.probabilities, state.params, val_inputs, 1.0, net=state.net)
   ckpt = checkpoint_lib.Checkpointer(stage1_dir(run_dir))
   best_path = stage1_dir(run_dir) / BEST_FILE
+  evidence_path = stage1_dir(run_dir) / EVIDENCE_FILE
   try:
     if ckpt.latest_step() is not None:
       state = ckpt.restore_latest(state)
       log.info("stage 1: resumed from step %d", int(state.step))
     best = json.loads(best_path.read_text()) if best_path.exists() else None
+    evidence = json.loads(evidence_path.read_text()) if evidence_path.exists() else {"curve": {}, "validations": {}}
+
+    async def run_validation(params_state) -> tuple[Validation, dict[str, Any]]:
+      # Jitted steps run in a worker thread: their first call compiles for seconds, and the event loop
+      # meanwhile keeps serving the other cells of a table.
+      choices = np.asarray(await off_loop(stage1_lib.greedy, params_state, val_inputs))
+      rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=bound,
+                                    grade_nodes=False, consensus=consensus_rule(cfg))
+      return summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost), validation_outcomes(rollouts, cfg)
+
+    async def drift(step: int) -> None:
+      probs = await off_loop(policy_lib.probabilities, state.params, val_inputs, 1.0, net=state.net)
+      entropy, kl = (float(x) for x in await off_loop(evidence_lib.policy_drift, probs, init_probs,
+                                                      val_inputs.slot_mask))
+      evidence["curve"][str(step)] = {"entropy": entropy, "kl_from_init": kl}
+      atomic_write_json(evidence_path, evidence)
+      if writer is not None:
+        writer.write_scalars(step, {"stage1/val_policy_entropy": entropy, "stage1/val_kl_from_init": kl})
 
     async def validate(step: int):
       nonlocal best
-      # Jitted steps run in a worker thread: their first call compiles for seconds, and the event loop
-      # meanwhile keeps serving the other cells of a table.
-      choices = np.asarray(await off_loop(stage1_lib.greedy, state, val_inputs))
-      rollouts = await run_rollouts(client, setup, val, choices, val_graphs, settings, bound=bound,
-                                    grade_nodes=False, consensus=cfg.consensus)
-      v = summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost)
+      v, outcomes = await run_validation(state)
+      evidence["validations"][str(step)] = outcomes
+      atomic_write_json(evidence_path, evidence)
       metric = v.metric(cfg.stage1_select_by)
       improved = best is None or metric > best["metric"]
       # Only strict improvements reach the best manager, so it never has to break a tie itself.
@@ -230,6 +264,11 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
                                     "stage1/val_mean_cost_usd": v.mean_cost, "stage1/val_best_metric": best["metric"]})
 
     start = int(state.step)
+    if "untrained" not in evidence:
+      # The untrained policy on the same validation queries and graphs: the paired comparison that says
+      # whether training helped (never a candidate for the best checkpoint).
+      _, evidence["untrained"] = await run_validation(fresh_policy_state(cfg, emb))
+      await drift(0)
     if cfg.stage1_steps == 0 and best is None:
       await validate(0)
     bar = tqdm(total=cfg.stage1_steps, initial=start, desc=f"stage 1 {setup.benchmark}", disable=not progress,
@@ -244,7 +283,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         graphs = random_graphs(keys["graph"], len(idx), setup.num_roles, cfg.stage1_min_density,
                                cfg.stage1_max_density, fold=step)
         rollouts = await run_rollouts(client, setup, [train[i] for i in idx], np.asarray(choices), graphs, settings,
-                                      bound=bound, consensus=cfg.consensus)
+                                      bound=bound, consensus=consensus_rule(cfg))
         rewards = batch_rewards(rollouts, alpha=cfg.alpha, k=cfg.reward_k, system_cost=cfg.system_cost,
                                 role_checkable=setup.checkable)
         effective = None
@@ -257,6 +296,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
         state, metrics = await off_loop(stage1_lib.update_step, state, batch, keys["update"])
         stage1_lib.check_finite(metrics, step)
         done = step + 1
+        await drift(done)
         summary = summarize_rollouts(rollouts, cfg.reward_k, cfg.system_cost)
         skip_rate = float((np.asarray(choices) == setup.skip_index).mean())
         if writer is not None:
@@ -279,6 +319,33 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
   finally:
     ckpt.close()
   return best
+
+
+def validation_outcomes(rollouts: Sequence[Rollout], cfg: HieraMASConfig) -> dict[str, Any]:
+  """Per validation query (in split order): solved as a "0"/"1" string and the system reward."""
+  reward = rollout_system_rewards(rollouts, k=cfg.reward_k, system_cost=cfg.system_cost)
+  return {"solved": "".join("1" if r.system_solved else "0" for r in rollouts),
+          "reward": [round(float(x), 6) for x in reward]}
+
+
+def stage1_evidence(run_dir: pathlib.Path, cfg: HieraMASConfig, best: dict[str, Any] | None,
+                    num_choices: int) -> dict[str, Any] | None:
+  """Stage 1's learning evidence for the fit summary (None for a run from before it was recorded):
+  the drift curve [[step, entropy, KL from init], ...], the untrained policy's validation outcomes, the
+  final step's (not chosen by validation: the honest comparison) and the best checkpoint's."""
+  path = stage1_dir(run_dir) / EVIDENCE_FILE
+  if not path.exists():
+    return None
+  ev = json.loads(path.read_text())
+  steps = sorted(int(k) for k in ev["validations"])
+  final = steps[-1] if steps else None
+  best_step = None if best is None else best["step"]
+  return {"select_by": cfg.stage1_select_by, "max_entropy": float(np.log(num_choices)),
+          "curve": [[int(k), v["entropy"], v["kl_from_init"]] for k, v in sorted(ev["curve"].items(),
+                                                                                 key=lambda kv: int(kv[0]))],
+          "untrained": ev.get("untrained"), "final_step": final,
+          "final": None if final is None else ev["validations"][str(final)],
+          "best_step": best_step, "best": ev["validations"].get(str(best_step))}
 
 
 def load_best_policy(cfg: HieraMASConfig, emb: Embeddings, run_dir: pathlib.Path) -> stage1_lib.Stage1State:
@@ -349,7 +416,7 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   async def one(i):
     (r,) = await run_rollouts(client, setup, [flat_items[i]], flat_choices[i:i + 1],
                               adjacency.reshape(-1, setup.num_roles, setup.num_roles)[i:i + 1], settings, bound=sem,
-                              grade_nodes=False, consensus=cfg.consensus)
+                              grade_nodes=False, consensus=consensus_rule(cfg))
     bar.update(1)
     _report(report, "stage 2 data", bar.n, len(flat_items))
     return r
@@ -412,7 +479,7 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
     history = [{"skipped": f"{contrastive} of {batch.label_mask.shape[0]} training queries show any reward "
                            "difference between their graphs; classifier left at initialisation"}]
     log.warning("stage 2: %s", history[0]["skipped"])
-    save_scorer(params, run_dir, history)
+    save_scorer(params, run_dir, history, {"skipped": history[0]["skipped"]})
     return params, history
   bar = tqdm(total=cfg.stage2_epochs, desc=f"stage 2 fit {emb.setup.benchmark}", disable=not progress,
              dynamic_ncols=True, leave=False)
@@ -431,15 +498,40 @@ def train_stage2(data: dict[str, np.ndarray], emb: Embeddings, cfg: HieraMASConf
                                      net=scorer_net(cfg), split_seed=cfg.seed, on_epoch=on_epoch)
   finally:
     bar.close()
-  save_scorer(params, run_dir, history)
+  evidence = classifier_evidence(params, fresh_scorer_params(cfg, emb), batch, cfg)
+  if writer is not None:
+    last = step_offset + len(history)
+    writer.write_scalars(last, {"stage2/val_top1_hit": float(np.mean(evidence["trained"]["hit"])),
+                                "stage2/val_top1_chance": float(np.mean(evidence["chance"])),
+                                "stage2/val_top1_hit_fresh_init": float(np.mean(evidence["fresh"]["hit"]))})
+  save_scorer(params, run_dir, history, evidence)
   return params, history
 
 
-def save_scorer(params, run_dir: pathlib.Path, history: list[dict]) -> None:
+def classifier_evidence(params, fresh_params, batch: stage2_lib.Stage2Batch, cfg: HieraMASConfig) -> dict[str, Any]:
+  """Stage 2's learning evidence on the classifier's own validation queries (the fit's split): per query
+  the top-1 hit of the trained classifier and of a fresh initialisation, and chance; per (query, graph)
+  pair both scores and the label (for AUC), pairs listed query by query."""
+  _, val = stage2_lib.split_data(batch, cfg.stage2_val_fraction, cfg.seed)
+  net = scorer_net(cfg)
+  out: dict[str, Any] = {"queries": int(val.query_emb.shape[0])}
+  mask = np.asarray(val.label_mask, bool)
+  for name, p in (("trained", params), ("fresh", fresh_params)):
+    scores = np.asarray(stage2_lib.pair_scores(p, val, net=net), np.float64)
+    hits = evidence_lib.top1_hits(scores, val.labels, mask)
+    out[name] = {"hit": hits["hit"].astype(int).tolist(), "score": [round(float(x), 5) for x in scores[mask]]}
+    out["chance"] = [round(float(x), 6) for x in hits["chance"]]
+  out["label"] = np.asarray(val.labels)[mask].astype(int).tolist()
+  out["pair_query"] = np.nonzero(mask)[0].tolist()
+  return out
+
+
+def save_scorer(params, run_dir: pathlib.Path, history: list[dict], evidence: dict[str, Any] | None = None) -> None:
   path = stage2_dir(run_dir)
   path.mkdir(parents=True, exist_ok=True)
   checkpoint_lib.save_tree(path / "params", params)
-  atomic_write_json(path / "done.json", {"params_sha256": params_sha256(params), "history": history})
+  atomic_write_json(path / "done.json", {"params_sha256": params_sha256(params), "history": history,
+                                         "evidence": evidence})
 
 
 def load_scorer(cfg: HieraMASConfig, emb: Embeddings, run_dir: pathlib.Path):
