@@ -57,6 +57,7 @@ EXEMPLARS: tuple[tuple[str, str, str], ...] = (
      "AGI-Edgerunners/Plan-and-Solve-Prompting prompt.py"),
     # Du et al. 2023, multi-agent debate.
     ("reason", "Explain your reasoning.", "composable-models/llm_multiagent_debate gsm/gen_gsm.py"),
+    ("reason", "Explain your answer", "composable-models/llm_multiagent_debate mmlu/gen_mmlu.py"),
     ("form", "putting the answer in the form (X) at the end of your response.",
      "composable-models/llm_multiagent_debate mmlu/gen_mmlu.py"),
     ("reason", "Examine your solution and that other agents step by step.",
@@ -112,6 +113,23 @@ EXEMPLARS: tuple[tuple[str, str, str], ...] = (
     ("direct", "The most likely option is", "TIGER-AI-Lab/MMLU-Pro cot_prompt_lib/tested_24_prompt_styles.txt"),
     ("direct", "The Best Choice:", "TIGER-AI-Lab/MMLU-Pro cot_prompt_lib/tested_24_prompt_styles.txt"),
     ("direct", "Correct Answer:", "TIGER-AI-Lab/MMLU-Pro cot_prompt_lib/tested_24_prompt_styles.txt"),
+    # Prompt collections: an explanation prompt, a workshop's "work it out first" principle, an answer-only one.
+    ("reason", "Please explain the problem-solving steps and answer in a tone that a high school student can "
+     "understand.", "danyuchn/GMAT-prompt 01_basic_explanation.md"),
+    ("reason", "Think through the problem step by step before giving the final answer.",
+     "aashimaahuja/ai_workshop prompt_engineering/principle_two/workout_solution.md"),
+    ("reason", "Don't rush, think it through first.",
+     "aashimaahuja/ai_workshop prompt_engineering/principle_two/workout_solution.md"),
+    ("form", "Answer the question in its entirety", "aday913/llm-chat-logger prompts/default_ai.md"),
+    ("direct", "Do not output warnings or notes, just the requested answer",
+     "aday913/llm-chat-logger prompts/default_ai.md"),
+    # AutoSkill's answer-only skills.
+    ("direct", "Do not provide explanations, reasoning, or additional context.",
+     "ECNU-ICALK/AutoSkill SkillBank/Users/english_gpt3.5_8_GLM4.7/concise_multiple_choice_answering/SKILL.md"),
+    ("direct", "Do not provide step-by-step calculations unless requested.",
+     "ECNU-ICALK/AutoSkill SkillBank/Users/english_gpt3.5_8_GLM4.7/concise-chemistry-answering/SKILL.md"),
+    ("form", "Focus only on the core answer to the specific chemistry question asked.",
+     "ECNU-ICALK/AutoSkill SkillBank/Users/english_gpt3.5_8_GLM4.7/concise-chemistry-answering/SKILL.md"),
 
     ("form", "The last line of your response should be of the form Answer: $ANSWER (without quotes) where "
      "$ANSWER is the answer to the problem.", "openai/simple-evals math_eval.py"),
@@ -179,7 +197,7 @@ def sentences(text: str) -> list[str]:
   """The instruction's sentences that could ask for something (at least two words), in order."""
   out = []
   for s in _SENTENCE.split(text):
-    s = " ".join(s.split())[:MAX_SENTENCE_CHARS]
+    s = " ".join(s.split()).lstrip(",;:.)]-* ")[:MAX_SENTENCE_CHARS]
     if len(_WORD.findall(s)) >= 2:
       out.append(s)
   if len(out) > MAX_SENTENCES:

@@ -36,7 +36,8 @@ from typing import Sequence
 from hieramas_jax.benchmarks.data import BENCHMARKS, LETTERS, Item, load_items
 from hieramas_jax.sim import intent
 
-# Items are indexed by their first KEY_WORDS normalised words (shorter questions by all of them).
+_TRAILING = ":;,.?!)"
+# Items are indexed by their first KEY_WORDS normalised words (shorter questions by all but the last).
 KEY_WORDS = 6
 
 
@@ -108,7 +109,9 @@ class ItemIndex:
       words = normalise(_recognition_text(item)).split()
       self._text.append(" ".join(words))
       self._choices.append(tuple(normalise(c) for c in item.meta.get("choices", ())))
-      n = min(KEY_WORDS, len(words))
+      # The key stops short of the question's last word: in a prompt that word may carry what follows it
+      # ("... the process of: A) ..." in Du et al.'s one-line layout); the substring test checks the rest.
+      n = min(KEY_WORDS, max(1, len(words) - 1))
       if n:
         self._key_lengths.add(n)
         self._by_key.setdefault(" ".join(words[:n]), []).append(idx)
@@ -133,9 +136,12 @@ class ItemIndex:
       for n in self._key_lengths:
         if i + n > len(words):
           continue
-        for idx in self._by_key.get(" ".join(words[i:i + n]), ()):
-          if norm.startswith(self._text[idx], offsets[i]):
-            found.append(idx)
+        key = " ".join(words[i:i + n])
+        trimmed = key.rstrip(_TRAILING)  # a one-word question glued to what follows ("Osteoclasts: A) ...")
+        for k in (key, trimmed) if trimmed != key else (key,):
+          for idx in self._by_key.get(k, ()):
+            if norm.startswith(self._text[idx], offsets[i]) and idx not in found:
+              found.append(idx)
       if not found:
         continue
       # A multiple-choice item shown with its options wins over a MATH problem it quotes; a
