@@ -188,5 +188,6 @@ def parameters_markdown(table: Mapping[str, Any] | None) -> list[str]:
   for r in table["rows"]:
     prof = r.get("profiles")
     span = " / ".join(f"{prof[k]:g}" for k in ("low", "fitted", "high")) if prof else ""
-    lines.append(f"| {r['name']} | {json.dumps(r['value'])} | {r['status']} | {r['source']} | {span} |")
+    source = r["source"] + (f"; moves: {r['sensitivity']}" if r.get("sensitivity") else "")
+    lines.append(f"| {r['name']} | {json.dumps(r['value'])} | {r['status']} | {source} | {span} |")
   return lines + [""]
