@@ -166,3 +166,44 @@ def test_options_are_matched_by_content_not_layout():
   assert reading.match_options("\n(a) 1\n(b) 10\n(c) 100\n(d) none of these", choices) == "ABCD"
   assert reading.match_options("no options here, the answer is (b)", choices) == ""
   assert reading.match_options("a) 1, b) 10, c) 100, d) all of these", choices) is None  # an option edited
+
+
+# ---- what the aggregation mechanism does not yet do (issue 28, item 2: not done) --------------------------------
+#
+# Both run the sim's own replies through the real grader. They are strict xfails: they fail the day the mechanism
+# starts to pass them, so the marker has to go with the fix. Measured on this commit (150 MATH items, seed 0,
+# proposals in the user turn): llama-8b over four GPT-5-Mini CoT proposals 94.7 against the best proposer's 94.0; two proposals from
+# another question adopted by GPT-5-Mini 42.7% of the time (proposals in the user turn). With the MoA system layout
+# below: llama-8b 94.0 against the best proposer's 92.7; foreign proposals adopted 36.0%.
+
+
+def _moa_messages(item, proposals):
+  return [{"role": "system", "content": MOA_SYSTEM + "".join(f"\n{k}. {p}" for k, p in enumerate(proposals, 1))},
+          {"role": "user", "content": f"{item.question}\n\n{BOXED}"}]
+
+
+def _cot(sim, model, item, sample):
+  return sim.reply(model, _user(item, BOXED, "Let's think step by step."), 1.0, None, sample).text
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28 item 2: support-following readers end above the best proposer; "
+                                       "published: a weak aggregator lands 1-9 points below it (MoA T8, Self-MoA T3)")
+def test_a_weak_aggregator_over_strong_proposers_scores_below_the_best_proposer(sim0):
+  items = load_items("math")[:150]
+  proposals = {it.id: [_cot(sim0, "gpt-5-mini", it, k) for k in range(4)] for it in items}
+  best = max(statistics.fmean(graders.grade(it, proposals[it.id][k]).correct for it in items) for k in range(4))
+  weak = statistics.fmean(graders.grade(it, sim0.reply("llama-8b", _moa_messages(it, proposals[it.id]), 0.7, None,
+                                                       0).text).correct for it in items)
+  assert weak < best - 0.01, (weak, best)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28 item 2: a reader adopts two agreeing answers from another question "
+                                       "36-43% of the time; assumed bound 10% (no published rate found)")
+def test_proposals_from_another_question_are_rarely_adopted(sim0):
+  items = load_items("math")[:150]
+  adopted = 0
+  for i, it in enumerate(items):
+    other = items[(i + 1) % len(items)]
+    foreign = [_cot(sim0, "gpt-5-mini", other, k) for k in range(2)]
+    adopted += sim0.reply("gpt-5-mini", _moa_messages(it, foreign), 1.0, None, 0).adopted
+  assert adopted / len(items) <= 0.10, adopted / len(items)
