@@ -13,6 +13,7 @@ import pytest
 
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import LETTERS, load_items
+from hieramas_jax.experiment.heldout_prompts import MOA_SYSTEM
 from hieramas_jax.sim import intent, reading
 from hieramas_jax.sim.model import BehaviourModel
 
@@ -27,15 +28,7 @@ PARAPHRASES = (
 )
 # A request for the bare answer, in words no exemplar uses.
 BARE = ("Give only the final answer.", "Output just the answer.")
-# The MoA reference code's aggregate-and-synthesize system prompt (togethercomputer/MoA, utils.py), with the
-# proposals appended to it, as that code does.
-MOA_SYSTEM = ("You have been provided with a set of responses from various open-source models to the latest user "
-              "query. Your task is to synthesize these responses into a single, high-quality response. It is "
-              "crucial to critically evaluate the information provided in these responses, recognizing that some "
-              "of it may be biased or incorrect. Your response should not simply replicate the given answers but "
-              "should offer a refined, accurate, and comprehensive reply to the instruction. Ensure your response "
-              "is well-structured, coherent, and adheres to the highest standards of accuracy and reliability.\n\n"
-              "Responses from models:")
+# The MoA reference code's system prompt (togethercomputer/MoA, utils.py), proposals appended to it as it does.
 
 
 @pytest.fixture(scope="module")
