@@ -411,19 +411,16 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
                        reasons=intent.asks_to_reason(system + "\n" + _frame(user)), candidates=(),
                        context_chars=0, query_text=user, code_entry=def_match.group(1) if def_match else None)
   item = recognised.item
-  everything = "\n\n".join(t for t in (system, user, others) if t)
-  if item.benchmark == "humaneval_plus":
-    # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
-    # dropping any block that is only the question's own prompt. The question is blanked only to
-    # measure the other agents' text, so only when there are candidates.
-    prompt_key = code_key(item.question)
-    candidates = tuple(b for b in code_blocks(everything) if code_key(b) != prompt_key)
-    stripped = without_question(everything, item) if candidates else ""
-  else:
-    stripped = without_question(everything, item)  # the other agents' text, the question blanked
-    candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
-                       else (c for c in boxed_contents(stripped) if not is_placeholder(c)))
-  context_chars = len(stripped.strip()) if candidates else 0
+  dialogue = "\n\n".join(m["content"] for m in messages if m["role"] in ("user", "assistant", "tool"))
+  # Answers are read from the system message too, before the dialogue (message order); the text that
+  # dilutes attention is that of the parts that carry answers (a system message of instructions only
+  # does not count, as before proposals could sit there).
+  candidates: tuple[str, ...] = ()
+  context_chars = 0
+  for text in (system, dialogue):
+    found, stripped = _candidates_in(text, item) if text else ((), "")
+    candidates += found
+    context_chars += len(stripped.strip()) if found else 0
   return RequestView(recognised=recognised, answer_format=FORMAT_OF[item.benchmark], role=role,
                      reasons=bool(candidates) or intent.asks_to_reason(
                          without_question(system + "\n" + user, item)),
@@ -432,6 +429,20 @@ def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
 
 
 FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
+
+
+def _candidates_in(text: str, item: Item) -> tuple[tuple[str, ...], str]:
+  """(answers stated in `text` outside the question, `text` with the question blanked)."""
+  if item.benchmark == "humaneval_plus":
+    # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
+    # dropping any block that is only the question's own prompt. The question is blanked only to
+    # measure the other agents' text, so only when there are candidates.
+    prompt_key = code_key(item.question)
+    found = tuple(b for b in code_blocks(text) if code_key(b) != prompt_key)
+    return found, without_question(text, item) if found else ""
+  stripped = without_question(text, item)  # the other agents' text, the question blanked
+  return tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
+               else (c for c in boxed_contents(stripped) if not is_placeholder(c))), stripped
 
 FRAME_SENTENCES = 3
 
@@ -572,8 +583,9 @@ def without_question(text: str, item: Item) -> str:
   needle = _recognition_text(item)
   if needle in out:
     return out.replace(needle, " ")
-  # Re-wrapped in the prompt (whitespace changed): blank it on the normalised text.
-  return normalise(out).replace(normalise(needle), " ")
+  # Re-wrapped in the prompt (whitespace changed): blank it on the normalised text; absent: nothing to blank.
+  norm = normalise(out)
+  return norm.replace(normalise(needle), " ") if normalise(needle) in norm else out
 
 
 def _unknown_format(user: str) -> str:
