@@ -19,7 +19,7 @@ import pytest
 from hieramas_jax.benchmarks import extract, graders
 from hieramas_jax.benchmarks.data import LETTERS, format_mmlu_question, load_items
 from hieramas_jax.mas import roles
-from hieramas_jax.sim import params as P
+from hieramas_jax.sim import intent, params as P
 from hieramas_jax.sim import reading, render
 from hieramas_jax.sim.calibration_targets import PAPER_BASE, PAPER_COT, TARGETS, sigmoid
 from hieramas_jax.sim.hashing import inv_phi, phi
@@ -116,10 +116,15 @@ def test_requests_to_reason_are_read_from_ordinary_phrasing_not_from_the_questio
   assert reading.read_request(bare, sim0.index).reasons
 
 
-def test_no_filler_sentence_reads_as_a_cue_to_reason():
-  for bank in render.FILLER_BANKS:
-    for sentence in bank:
-      assert not reading.ASKS_TO_REASON.search(sentence.format(topic="chemistry")), sentence
+def test_every_reply_carries_an_answer_statement_so_a_quoted_reply_is_a_candidate(sim0):
+  """A reply quoted in a later prompt is read as a candidate (an evaluation: it reasons), whatever its filler
+  says; the filler's sentences are statements, which the intent reader need not tell apart from requests."""
+  for bench in ("math", "mmlu_redux"):
+    for item in load_items(bench)[:10]:
+      reply = sim0.reply("llama-8b", base_messages(item), 1.0, 1.0, 0).text
+      msgs = base_messages(item, blocks=(reply,), header="One agent solution:")
+      view = reading.read_request(msgs, sim0.index)
+      assert view.reasons and len(view.candidates) == 1, (bench, item.id)
 
 
 # ---- competence and sampling -------------------------------------------------------------------

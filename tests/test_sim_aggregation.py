@@ -245,3 +245,12 @@ def test_the_suites_cap_truncates_the_r1_distill_on_math_most_of_the_time(sim0):
   r1 = np.asarray(measure_lengths(sim0, "deepseek-r1-14b", "math", False))
   assert (r1 > 2048).mean() > 0.5
   assert (np.asarray(measure_lengths(sim0, "qwen3-80b", "math", True)) > 2048).mean() == 0
+
+
+def test_the_profile_likelihood_is_the_least_chi2_per_value_and_flags_free_and_edge_parameters():
+  from hieramas_jax.experiment.aggregation_fit import profile_likelihood  # pylint: disable=import-outside-toplevel
+  points = [(1.0, (0, 0)), (9.0, (0, 1)), (2.0, (1, 0)), (3.0, (1, 1)), (20.0, (2, 0)), (12.0, (2, 1))]
+  pl = profile_likelihood(points, ["a", "b"])
+  assert pl["a"]["delta_chi2"] == {"0": 0.0, "1": 1.0, "2": 11.0} and pl["a"]["best"] == 0
+  assert pl["a"]["edge"] and not pl["a"]["free"]
+  assert pl["b"]["delta_chi2"] == {"0": 0.0, "1": 2.0} and pl["b"]["free"]

@@ -268,8 +268,30 @@ def fit_aggregation(n_items: int = 10000, seed: int = 0, grid: Mapping[str, Sequ
   profiles = {"low": low, "fitted": fitted, "high": high}
   return {"n_items": n_items, "seed": seed, "grid": {k: list(v) for k, v in grid.items()},
           "delta_chi2": DELTA_CHI2, "best_chi2": round(best, 3), "region_size": len(region),
+          "profile_likelihood": profile_likelihood(points, names),
           "profiles": {k: dataclasses.asdict(v) for k, v in profiles.items()},
           "rows": rows_table(prepared, profiles)}
+
+
+def profile_likelihood(points: Sequence[tuple[float, Sequence[float]]], names: Sequence[str]) -> dict[str, Any]:
+  """Per parameter and grid value: the least chi-square over every other parameter, minus the best (Δχ²).
+
+  Why: a parameter the evidence pins down has a profile that rises to Δχ² > 4 away from its best value; a
+  flat profile (every value within 4) means the fit rows leave that direction free, and the low/high
+  profiles must span it (issue 28, item 2). `edge` says whether the best value sits on the grid's edge.
+  """
+  best = min(c for c, _ in points)
+  out = {}
+  for i, name in enumerate(names):
+    per_value: dict[float, float] = {}
+    for c, values in points:
+      per_value[values[i]] = min(per_value.get(values[i], math.inf), c)
+    ordered = sorted(per_value)
+    argbest = min(ordered, key=lambda v: per_value[v])
+    out[name] = {"delta_chi2": {f"{v:g}": round(per_value[v] - best, 3) for v in ordered},
+                 "best": argbest, "edge": argbest in (ordered[0], ordered[-1]),
+                 "free": all(per_value[v] - best <= DELTA_CHI2 for v in ordered)}
+  return out
 
 
 def rows_table(prepared: Sequence[Prepared], profiles: Mapping[str, P.Aggregation]) -> list[dict[str, Any]]:
@@ -288,4 +310,5 @@ def rows_table(prepared: Sequence[Prepared], profiles: Mapping[str, P.Aggregatio
   return out
 
 
-__all__ = ["ROWS", "Row", "GRID", "fit_aggregation", "prepare", "chi2", "rows_table", "strength"]
+__all__ = ["ROWS", "Row", "GRID", "fit_aggregation", "prepare", "chi2", "rows_table", "strength",
+           "profile_likelihood"]

@@ -429,6 +429,59 @@ AGGREGATION_SOURCES = {
 }
 
 
+def reading_constants() -> list[dict[str, Any]]:
+  """The hand-chosen constants and tables of how the sim reads a request and of the aggregation fit
+  harness, each with its source or "assumed" and what it moves (issue 28, item 3)."""
+  from hieramas_jax.experiment import aggregation_fit as F  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.sim import intent, reading  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.sim import mechanism as M  # pylint: disable=import-outside-toplevel
+  repos = sorted({source.split(" ")[0] for _, _, source in intent.EXEMPLARS})
+  counts = {f: sum(1 for g, _, _ in intent.EXEMPLARS if g == f) for f in intent.FAMILIES}
+  return [
+      {"name": "intent.EXEMPLARS (reasoning intent families)", "value": counts, "status": "sourced",
+       "source": "quoted from " + ", ".join(repos) + " (repository and file beside each, sim/intent.py)",
+       "sensitivity": "decides Base vs CoT behaviour of every request without candidates: the five issue-28 "
+                      "wordings read as CoT (GPT-5-Mini MATH 91.2-92.4 graded vs 93.0), the bare request as Base"},
+      {"name": "intent.MIN_SIMILARITY", "value": intent.MIN_SIMILARITY, "status": "assumed",
+       "source": "chosen by hand on the exemplars; held-out wordings in tests/test_sim_reading.py",
+       "sensitivity": "lower: more sentences read as some intent (role descriptions, prose); higher: terse "
+                      "requests ('Show your work.', 0.50) read as nothing, i.e. Base"},
+      {"name": "intent sentence split, MAX_SENTENCES, MAX_SENTENCE_CHARS", "value":
+       [intent.MAX_SENTENCES, intent.MAX_SENTENCE_CHARS], "status": "assumed", "source": "sim/intent.py",
+       "sensitivity": "only very long instructions are cut"},
+      {"name": "reading.FRAME_SENTENCES (unknown questions: instruction read from the frame)",
+       "value": reading.FRAME_SENTENCES, "status": "assumed", "source": "sim/reading.py",
+       "sensitivity": "unknown items only (answered at chance): their reasoning length and cost"},
+      {"name": "reading.KEY_WORDS (index key length)", "value": reading.KEY_WORDS, "status": "assumed",
+       "source": "sim/reading.py", "sensitivity": "none on what is recognised (a whole-question substring "
+                                                  "test decides); lookup cost only"},
+      {"name": "reading.OPTIONS_WINDOW (characters after the stem where options are read)",
+       "value": reading.OPTIONS_WINDOW, "status": "assumed", "source": "sim/reading.py",
+       "sensitivity": "an MMLU prompt with more text than this between stem and options keeps the file's lettering"},
+      {"name": "reading.ROLE_DOMAIN_KEYWORDS (role name -> domain)", "value": {d: list(k) for d, k in
+       reading.ROLE_DOMAIN_KEYWORDS}, "status": "assumed", "source": "sim/reading.py; holds role names of "
+       "GDesigner's prompt sets (yanweiyue/GDesigner) and of this suite",
+       "sensitivity": "ROLE_FIT (+-0.2 logit) applies only through it"},
+      {"name": "reading._FUNCTION_WORDS (a sentence that names nothing of the request)",
+       "value": len(reading._FUNCTION_WORDS), "status": "assumed", "source": "sim/reading.py",
+       "sensitivity": "whether a statement with a new number after the item ('logged as ticket 4821') is "
+                      "ignored or read as a changed task (chance)"},
+      {"name": "mechanism.Population.sigma_b (fit harness difficulty spread)",
+       "value": M.Population.__dataclass_fields__["sigma_b"].default, "status": "assumed",
+       "source": "sim/mechanism.py (the served MMLU/HumanEval+ sims draw N(0, 1.5); MATH's level-based spread "
+                 "is ~0.85)", "sensitivity": "how much synthesis gain a row implies per parameter value"},
+      {"name": "aggregation_fit.TOKENS_PER_CANDIDATE", "value": F.TOKENS_PER_CANDIDATE, "status": "assumed",
+       "source": "a typical reasoned reply (experiment/aggregation_fit.py)", "sensitivity": "the dilution term of the fit"},
+      {"name": "aggregation_fit rows with n_assumed", "value": sum(1 for r in F.ROWS if r.n_assumed),
+       "status": "assumed", "source": "published n unknown (experiment/aggregation_fit.py)",
+       "sensitivity": "the weight of those rows in chi-square"},
+      {"name": "aggregation_fit.GRID bounds", "value": {k: [min(v), max(v)] for k, v in F.GRID.items()},
+       "status": "assumed", "source": "experiment/aggregation_fit.py",
+       "sensitivity": "issue 28: the best fit sits on three edges (self_weight min, support_power max, "
+                      "recognition_gap min): the region is not closed inside these bounds"},
+  ]
+
+
 def parameter_table(profile: str = "fitted") -> dict[str, Any]:
   """Every parameter: value, status, source; the aggregation parameters under each profile."""
   from hieramas_jax.sim import params as P  # pylint: disable=import-outside-toplevel
@@ -445,6 +498,7 @@ def parameter_table(profile: str = "fitted") -> dict[str, Any]:
            *({"name": f"response tokens[{model}, {domain}] (mean, reasoning + answer)", "value": tokens,
               "status": "sourced", "source": f"{where} (docs/calibration-sources.md, Response lengths)"}
              for (model, domain), (tokens, where) in P.PUBLISHED_RESPONSE_TOKENS.items()),
+           *reading_constants(),
            {"name": "VISIBLE_TOKENS, BEHAVIOUR (verbosity, reasoning lengths, latency): every other cell",
             "value": "sim/params.py", "status": "assumed",
             "source": "no published per-model length found (docs/calibration-sources.md, Response lengths); "

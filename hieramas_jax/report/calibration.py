@@ -177,6 +177,14 @@ def aggregation_fit_markdown(agg: Mapping[str, Any] | None) -> list[str]:
     lines += ["", "Misses (size = sim minus published): " + "; ".join(
         f"{r['name']} {r['measured']['fitted'] - r['target']:+.1f}" for r in misses) + ". Causes: docs/simulator.md "
         "'Calibration: what the aggregation fit does not reproduce'."]
+  profile = agg.get("profile_likelihood")
+  if profile:
+    lines += ["", "### Profile likelihood of each parameter (Δχ² at each grid value, others free)", "",
+              "| Parameter | Δχ² by value | Best | On the grid's edge | Free (all values within Δχ² 4) |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {name} | " + ", ".join(f"{v}: {d:g}" for v, d in pl["delta_chi2"].items())
+              + f" | {pl['best']:g} | {'yes' if pl['edge'] else 'no'} | {'**yes**' if pl['free'] else 'no'} |"
+              for name, pl in profile.items()]
   return lines + [""]
 
 
@@ -188,5 +196,6 @@ def parameters_markdown(table: Mapping[str, Any] | None) -> list[str]:
   for r in table["rows"]:
     prof = r.get("profiles")
     span = " / ".join(f"{prof[k]:g}" for k in ("low", "fitted", "high")) if prof else ""
-    lines.append(f"| {r['name']} | {json.dumps(r['value'])} | {r['status']} | {r['source']} | {span} |")
+    source = r["source"] + (f"; moves: {r['sensitivity']}" if r.get("sensitivity") else "")
+    lines.append(f"| {r['name']} | {json.dumps(r['value'])} | {r['status']} | {source} | {span} |")
   return lines + [""]

@@ -8,15 +8,22 @@ wording. When something is absent the reading degrades to "unknown item", "no ca
 "no request to reason", never to an error.
 
 - **Item**: the whole normalised question (lower case, whitespace collapsed) must occur in the
-  prompt. A question edited beyond that (a number changed, a word swapped) is not the item. For
-  multiple choice the stem is matched, then the options are read from the prompt and matched to
-  the item's options as a set, so a permuted prompt is recognised with its own lettering.
-- **Candidates**: every answer statement outside the question itself, in user and assistant
-  turns: MMLU "the answer is (X)" and its common variants, MATH the last ``\\boxed{}`` of each
-  statement, HumanEval+ each fenced code block that is more than the question's own prompt.
+  prompt, in any role (user turns first, then the system message, then earlier assistant turns),
+  found through an index of every vendored question's first words. A question edited beyond that
+  (a number changed, a word swapped) is not the item. For multiple choice the stem is matched,
+  then each of the item's options is looked for right after an option label, in any layout (one per
+  line, Du et al.'s one-line "A) x, B) y, ...", text appended after an option), so a permuted prompt
+  is recognised with its own lettering.
+- **Candidates**: every answer statement outside the question itself, in every role (system, user,
+  assistant): MMLU "the answer is (X)" and its common variants, MATH every ``\\boxed{}``,
+  HumanEval+ each fenced code block that is more than the question's own prompt.
 - **Reasoning**: candidates in the prompt ask for an evaluation whatever the wording; without
-  them, a generic request to reason (`ASKS_TO_REASON`), read from the system and user text with the
-  question's own text removed (a MATH problem that says "Explain ..." asks nothing of the model).
+  them, what the instruction asks for, read by meaning (`intent.asks_to_reason`) from the system
+  and user text with the question's own text removed (a MATH problem that says "Explain ..." asks
+  nothing of the model).
+- **Text it cannot place** (a sentence after the question that is neither an answer, an option,
+  a format or length instruction nor a request to reason, e.g. "This request was logged as ticket
+  4821."): ignored; it changes the task only by the content rule of `changes_task`.
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ import re
 from typing import Sequence
 
 from hieramas_jax.benchmarks.data import BENCHMARKS, LETTERS, Item, load_items
+from hieramas_jax.sim import intent
 
-# Items are indexed by their first KEY_WORDS normalised words (shorter questions by all of them).
+_TRAILING = ":;,.?!)"
+# Items are indexed by their first KEY_WORDS normalised words (shorter questions by all but the last).
 KEY_WORDS = 6
 
 
@@ -100,7 +109,9 @@ class ItemIndex:
       words = normalise(_recognition_text(item)).split()
       self._text.append(" ".join(words))
       self._choices.append(tuple(normalise(c) for c in item.meta.get("choices", ())))
-      n = min(KEY_WORDS, len(words))
+      # The key stops short of the question's last word: in a prompt that word may carry what follows it
+      # ("... the process of: A) ..." in Du et al.'s one-line layout); the substring test checks the rest.
+      n = min(KEY_WORDS, max(1, len(words) - 1))
       if n:
         self._key_lengths.add(n)
         self._by_key.setdefault(" ".join(words[:n]), []).append(idx)
@@ -125,9 +136,12 @@ class ItemIndex:
       for n in self._key_lengths:
         if i + n > len(words):
           continue
-        for idx in self._by_key.get(" ".join(words[i:i + n]), ()):
-          if norm.startswith(self._text[idx], offsets[i]):
-            found.append(idx)
+        key = " ".join(words[i:i + n])
+        trimmed = key.rstrip(_TRAILING)  # a one-word question glued to what follows ("Osteoclasts: A) ...")
+        for k in (key, trimmed) if trimmed != key else (key,):
+          for idx in self._by_key.get(k, ()):
+            if norm.startswith(self._text[idx], offsets[i]) and idx not in found:
+              found.append(idx)
       if not found:
         continue
       # A multiple-choice item shown with its options wins over a MATH problem it quotes; a
@@ -142,20 +156,54 @@ class ItemIndex:
     item = self.items[idx]
     if item.benchmark != "mmlu_redux":
       return Recognised(item)
-    stem = item.meta["stem"].strip()
-    at = text.find(stem)
-    shown = read_options(text[at + len(stem):] if at >= 0 else text)
-    if not shown:
-      return Recognised(item, LETTERS)
-    choices = self._choices[idx]
-    if sorted(shown.values()) != sorted(choices):
-      return None  # options edited, or not this item's options: not this item
-    letters, free = [], dict(shown)
-    for c in choices:  # a duplicated option text takes the next free letter showing it
-      letter = next(l for l, t in free.items() if t == c)
-      letters.append(letter)
-      del free[letter]
-    return Recognised(item, "".join(letters), shown=True)
+    norm = normalise(text)
+    at = norm.find(self._text[idx])
+    tail = norm[at + len(self._text[idx]):] if at >= 0 else norm
+    letters = match_options(tail, self._choices[idx])
+    if letters is None:
+      return None  # options shown but one of the item's is missing or edited: not this item
+    return Recognised(item, letters or LETTERS, shown=bool(letters))
+
+
+# An option label in normalised text: "a.", "(b)", "c)", "d:" at a line start, after a space or after
+# a comma (Du et al.'s one-line "a) x, b) y, c) z, d) w"), followed by a space.
+_LABEL_AT = re.compile(r"(?:^|(?<=[\s,;:(]))\(?([a-d])[.):]\)?[ ]+")
+# How far after the stem the options are looked for (characters of normalised text): the options
+# follow the stem; candidates quoting "(b) ..." further down must not relabel them.
+OPTIONS_WINDOW = 4000
+
+
+def match_options(tail: str, choices: Sequence[str]) -> str | None:
+  """The letters under which `choices` are shown in `tail` (normalised text after the stem).
+
+  Read by content, whatever the layout (one per line, all on one line, with text appended after an
+  option): each choice must begin right after a label and end at a word boundary; the longest
+  choices are placed first so that "1" never takes the label of "10". Returns "" when the text shows
+  no labelled options at all (the file's lettering is kept), None when it shows options but not all
+  of this item's (an edited option: not this item).
+  """
+  tail = tail[:OPTIONS_WINDOW]
+  labels = [(m.group(1).upper(), m.end()) for m in _LABEL_AT.finditer(tail)]
+  if not labels:
+    return ""
+  placed: dict[int, str] = {}
+  used: set[str] = set()
+  for k in sorted(range(len(choices)), key=lambda k: -len(choices[k])):
+    c = choices[k]
+    for letter, start in labels:
+      if letter in used or not tail.startswith(c, start):
+        continue
+      after = tail[start + len(c):start + len(c) + 1]
+      if after and after.isalnum() and c[-1:].isalnum():
+        continue
+      placed[k] = letter
+      used.add(letter)
+      break
+  if not placed:
+    return ""  # labels, but none before any of the item's options: no options shown (e.g. a candidate's "(b)")
+  if len(placed) < len(choices):
+    return None
+  return "".join(placed[k] for k in range(len(choices)))
 
 
 def _preference(rec: Recognised) -> int:
@@ -171,18 +219,9 @@ def _preference(rec: Recognised) -> int:
 # for, not by how it words it:
 #   - candidate answers in the prompt (other agents', its own earlier turn) ask for an evaluation
 #     or a decision among them, whatever the header or instruction says (or none): it reasons;
-#   - with no candidates, it reasons when the request asks for reasoning in one of the ordinary
-#     chain-of-thought phrasings below (Kojima et al. 2022 "Let's think step by step" and its
-#     common variants). They are generic requests to reason, none of them this suite's aggregation,
-#     synthesis or decision wording; evaluation verbs ("evaluate", "synthesize", "weigh", "decide")
-#     are deliberately absent, since what decides an evaluation is the candidates, not the verb.
-# The sim's own reply texts contain none of the phrases (test).
-ASKS_TO_REASON = re.compile("|".join((
-    r"step[- ]by[- ]step", r"let'?s think", r"\bthink (?:carefully|through|about|hard|it through)",
-    r"\breason(?:ing)? (?:carefully|through|about|step)", r"show (?:your |all )?(?:work|reasoning|steps)",
-    r"explain (?:your |the )?(?:reasoning|answer|steps|solution)", r"chain[- ]of[- ]thought",
-    r"\bwork (?:it )?out\b", r"\bjustify",
-)), re.I)
+#   - with no candidates, it reasons when the instruction asks it to, read by meaning with the
+#     shipped sentence encoder against intent families quoted from public codebases (`intent.py`).
+# The sim's own reply texts ask for no reasoning (test).
 
 _ROLE = re.compile(r"\bYou are an? ([A-Z][A-Za-z\-]*(?: [A-Z][A-Za-z\-]*){0,4})\s*[.,:]")
 
@@ -314,7 +353,7 @@ class RequestView:
     answer_format: for an unknown question, the format the prompt asks for: "mcq" (lettered
       options), "math" (a boxed or final answer), "code" (a Python function), or "generic".
     role: "Math Solver" from "You are a Math Solver."; None for "a helpful assistant" or none.
-    reasons: the request asks for reasoning (ASKS_TO_REASON) or for a decision among candidates.
+    reasons: the request asks for reasoning (intent.asks_to_reason) or for a decision among candidates.
     candidates: answers stated outside the question (letters in this prompt's lettering, MATH
       boxed contents, code blocks), in order of appearance.
     context_chars: characters of the prompt outside the question (what dilutes attention).
@@ -353,38 +392,72 @@ def _read_cached(index: "ItemIndex", turns: tuple[tuple[str, str], ...]) -> Requ
 def _read(index: "ItemIndex", messages: Sequence[dict]) -> RequestView:
   system = "\n".join(m["content"] for m in messages if m["role"] in ("system", "developer"))
   user = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
-  dialogue = "\n\n".join(m["content"] for m in messages if m["role"] in ("user", "assistant", "tool"))
-  recognised = index.recognise(user) if user else None
-  if recognised is not None and changes_task(user, recognised.item):
+  others = "\n\n".join(m["content"] for m in messages if m["role"] in ("assistant", "tool"))
+  # Every role is read, as a model reads its whole context: the question is looked for in the user
+  # turns first, then in the system message (a framework that puts the task there), then in earlier
+  # assistant turns; answers to weigh are read from all of them (Mixture-of-Agents' own code puts
+  # the proposals in the system message).
+  where, recognised = user, (index.recognise(user) if user else None)
+  for text in (system, others):
+    if recognised is None and text:
+      where, recognised = text, index.recognise(text)
+  if recognised is not None and changes_task(where, recognised.item):
     recognised = None  # the task asked is not the vendored item's: its gold is unknown
   role_match = _ROLE.search(system)
   role = role_match.group(1) if role_match else None
   if recognised is None:
     def_match = _DEF.search(user)
     return RequestView(recognised=None, answer_format=_unknown_format(user), role=role,
-                       reasons=bool(ASKS_TO_REASON.search(system + "\n" + user)), candidates=(),
+                       reasons=intent.asks_to_reason(system + "\n" + _frame(user)), candidates=(),
                        context_chars=0, query_text=user, code_entry=def_match.group(1) if def_match else None)
   item = recognised.item
-  if item.benchmark == "humaneval_plus":
-    # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
-    # dropping any block that is only the question's own prompt. The question is blanked only to
-    # measure the other agents' text, so only when there are candidates.
-    prompt_key = code_key(item.question)
-    candidates = tuple(b for b in code_blocks(dialogue) if code_key(b) != prompt_key)
-    stripped = without_question(dialogue, item) if candidates else ""
-  else:
-    stripped = without_question(dialogue, item)  # the other agents' text, the question blanked
-    candidates = tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
-                       else (c for c in boxed_contents(stripped) if not is_placeholder(c)))
-  context_chars = len(stripped.strip()) if candidates else 0
-  instruction = without_question(system + "\n" + user, item)
+  dialogue = "\n\n".join(m["content"] for m in messages if m["role"] in ("user", "assistant", "tool"))
+  # Answers are read from the system message too, before the dialogue (message order); the text that
+  # dilutes attention is that of the parts that carry answers (a system message of instructions only
+  # does not count, as before proposals could sit there).
+  candidates: tuple[str, ...] = ()
+  context_chars = 0
+  for text in (system, dialogue):
+    found, stripped = _candidates_in(text, item) if text else ((), "")
+    candidates += found
+    context_chars += len(stripped.strip()) if found else 0
   return RequestView(recognised=recognised, answer_format=FORMAT_OF[item.benchmark], role=role,
-                     reasons=bool(candidates) or bool(ASKS_TO_REASON.search(instruction)),
+                     reasons=bool(candidates) or intent.asks_to_reason(
+                         without_question(system + "\n" + user, item)),
                      candidates=candidates,
                      context_chars=context_chars, query_text=user)
 
 
 FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
+
+
+def _candidates_in(text: str, item: Item) -> tuple[tuple[str, ...], str]:
+  """(answers stated in `text` outside the question, `text` with the question blanked)."""
+  if item.benchmark == "humaneval_plus":
+    # Candidates' code repeats the prompt (signature, docstring): read blocks from the raw text,
+    # dropping any block that is only the question's own prompt. The question is blanked only to
+    # measure the other agents' text, so only when there are candidates.
+    prompt_key = code_key(item.question)
+    found = tuple(b for b in code_blocks(text) if code_key(b) != prompt_key)
+    return found, without_question(text, item) if found else ""
+  stripped = without_question(text, item)  # the other agents' text, the question blanked
+  return tuple(mmlu_statements(stripped) if item.benchmark == "mmlu_redux"
+               else (c for c in boxed_contents(stripped) if not is_placeholder(c))), stripped
+
+FRAME_SENTENCES = 3
+
+
+def _frame(user: str) -> str:
+  """Where an unknown question's instruction sits: the first and the last FRAME_SENTENCES sentences.
+
+  The question of an unknown item cannot be removed (it is not known), so its instruction is read from
+  the frame around it, not from every sentence of the question: bounded cost (an unknown question is
+  new text every time) and a question's own "Explain ..." asks nothing of the model.
+  """
+  found = intent.sentences(user)
+  if len(found) <= FRAME_SENTENCES + 1:
+    return "\n".join(found[-FRAME_SENTENCES:])
+  return "\n".join(found[:1] + found[-FRAME_SENTENCES:])
 
 
 # ---- a task changed after the item ----------------------------------------------------------------
@@ -397,7 +470,10 @@ FORMAT_OF = {"mmlu_redux": "mcq", "math": "math", "humaneval_plus": "code"}
 # last answer statement of the prompt, that is not a label ("Agent 2:", "Round 3", "1." at a line's
 # start, "gpt-5") and does not already occur in the other agents' text; on a code item a line calling the
 # item's own function is a test report on the same task, not new content. Format instructions ("put
-# your final answer in \\boxed{}", "end with 'The answer is (X)'") carry no number and never fire.
+# your final answer in \\boxed{}", "end with 'The answer is (X)'") carry no number and never fire. A
+# number counts only in a sentence that asks something of the task (`_placed`): a length or format
+# instruction ("Keep your final response under 200 words.") or a statement that names nothing of
+# the request ("This request was logged as ticket 4821.") is text the sim cannot place, and ignores.
 _NUMBER = re.compile(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.]*\w)")
 _LABEL = re.compile(r"^[ \t#*\-]*(?:[A-Za-z]+[ \t]+){0,4}[A-Za-z]+[ \t]*#?\d+[ \t]*[:)\].]?[ \t*]*$"  # a header line
                     r"|\b[A-Z][a-z]+[ \t]*#?\d+\b"  # "Agent 2:", "Agent 3 as a ...", "Solution 3)"
@@ -437,30 +513,79 @@ def changes_task(user: str, item: Item) -> bool:
   if parts is None:
     return False
   others, tail = parts
-  tail = _OPTION_LINE.sub(" ", tail)
+  tail = _blank_options(tail, item)
   if item.benchmark == "humaneval_plus":
     # A line that calls the item's own function reports a test of the same task ("f('010') should be
     # '100', got '1 0 0'": a tool's feedback on a candidate), whatever numbers it shows.
     tail = _call_line(item.meta["entry_point"]).sub(" ", tail)
   unlabelled = _LABEL.sub(" ", tail)
   seen = set(_NUMBER.findall(others))
-  if any(n not in seen for n in _NUMBER.findall(unlabelled)):
+  if any(_placed(sentence, user) for sentence in _SENTENCES.split(unlabelled)
+         if any(n not in seen for n in _NUMBER.findall(sentence))):
     return True
   if _FORMULA.search(unlabelled) and not _FORMULA.search(others):
     return True
   return item.benchmark != "humaneval_plus" and bool(_DEF.search(tail))
 
 
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_CONTENT_WORD = re.compile(r"[a-z]{4,}")
+# Function words of four letters or more: they tie a sentence to nothing.
+_FUNCTION_WORDS = frozenset((
+    "this", "that", "these", "those", "with", "from", "into", "onto", "your", "yours", "have", "been", "were",
+    "will", "would", "shall", "should", "could", "what", "when", "where", "which", "while", "there", "their",
+    "then", "than", "them", "they", "also", "only", "each", "some", "such", "about", "after", "before",
+    "over", "under", "just", "very", "more", "most", "does", "done", "here", "please", "must"))
+
+
+def _placed(sentence: str, user: str) -> bool:
+  """Whether a sentence with a new number asks something of the task (and so may change it).
+
+  Not placed, so ignored: a sentence the intent reader reads as a format or length instruction
+  ("Keep your final response under 200 words."), and a statement that asks nothing (near no exemplar
+  instruction) and names nothing of the request (no question mark, no content word that also occurs
+  elsewhere in the user text: "This request was logged as ticket 4821."). A question, another
+  instruction ("Now give the answer multiplied by 2.") or a sentence about the question's objects
+  ("Now make it return 7 for empty strings.") is placed.
+  """
+  if "?" in sentence:
+    return True
+  family = intent.sentence_family(" ".join(sentence.split()))[0]
+  if family is not None:
+    return family != "form"  # an instruction: placed unless it only shapes the reply
+  low = user.lower()
+  words = {w for w in _CONTENT_WORD.findall(sentence.lower()) if w not in _FUNCTION_WORDS}
+  return any(low.count(w) > sentence.lower().count(w) for w in words)
+
+
+@functools.lru_cache(maxsize=4096)
+def _inline_options(item_id: str, choices: tuple[str, ...]) -> re.Pattern | None:
+  """Options laid out on one line after a label (Du et al.'s "Q: A) x, B) y, C) z, D) w"), compiled once."""
+  del item_id  # the cache key only
+  if not choices:
+    return None
+  alternatives = "|".join(re.escape(c) for c in sorted(choices, key=len, reverse=True) if c)
+  return re.compile(r"(?:(?<=[,:;])|^)[ \t]*\(?[A-Da-d][.):]\)?[ \t]+(?:" + alternatives + ")", re.M)
+
+
+def _blank_options(text: str, item: Item) -> str:
+  """`text` without the item's option lines and one-line options (MMLU); other items unchanged."""
+  if item.benchmark != "mmlu_redux":
+    return text
+  out = _OPTION_LINE.sub(" ", text)
+  pattern = _inline_options(item.id, tuple(c.strip() for c in item.meta.get("choices", ())))
+  return pattern.sub(" ", out) if pattern else out
+
+
 def without_question(text: str, item: Item) -> str:
-  """`text` with every occurrence of the question (for MMLU: its stem and option lines) blanked."""
-  out = text
-  if item.benchmark == "mmlu_redux":
-    out = _OPTION_LINE.sub(" ", out)
+  """`text` with every occurrence of the question (for MMLU: its stem and its options) blanked."""
+  out = _blank_options(text, item)
   needle = _recognition_text(item)
   if needle in out:
     return out.replace(needle, " ")
-  # Re-wrapped in the prompt (whitespace changed): blank it on the normalised text.
-  return normalise(out).replace(normalise(needle), " ")
+  # Re-wrapped in the prompt (whitespace changed): blank it on the normalised text; absent: nothing to blank.
+  norm = normalise(out)
+  return norm.replace(normalise(needle), " ") if normalise(needle) in norm else out
 
 
 def _unknown_format(user: str) -> str:
@@ -478,4 +603,4 @@ def default_index() -> ItemIndex:
   return ItemIndex()
 
 
-__all__ = ["ItemIndex", "Recognised", "RequestView", "read_request", "ASKS_TO_REASON", "LETTERS"]
+__all__ = ["ItemIndex", "Recognised", "RequestView", "read_request", "LETTERS", "match_options"]

@@ -6,7 +6,7 @@ answer in the format real models use: MMLU "The answer is (X)", MATH \\boxed{...
 (`prose_tokens`, from `params.VISIBLE_TOKENS`), so completion-token counts and costs scale with
 the kind of prompt and the model's verbosity like real replies do.
 
-No filler sentence contains a phrase of `reading.ASKS_TO_REASON` (tested): a reply quoted in a
+No filler sentence reads as a request to reason (`intent.asks_to_reason`, tested): a reply quoted in a
 later prompt must not read as an instruction to reason.
 """
 
