@@ -20,7 +20,7 @@ reads when it first computes:
                       (a sum split over more threads is another sum: same bytes on any core count)
 
 What is shown and what is not (README, "Same bytes on any CPU"; results/bench.json key `isa`): each library
-honours its variable on an AVX-512 Xeon, and the pinned level repeats to the byte. Under an emulated AMD
+honours its variable on an AVX-512 Xeon. Under an emulated AMD
 EPYC-Rome (AVX2; QEMU user mode) the pinned embeddings still differ from the Xeon's, probably MKL's vendor
 dispatch (MKL_CBWR=AVX2 binds Intel CPUs only; COMPATIBLE is MKL's cross-vendor branch, not yet measured):
 `tests/test_isa.py` keeps that comparison as a strict expected failure. Not promised: CPUs without AVX2,
