@@ -19,10 +19,12 @@ reads when it first computes:
   threads             OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, XLA_FLAGS+=--xla_cpu_multi_thread_eigen=false
                       (a sum split over more threads is another sum: same bytes on any core count)
 
-What is promised and what is not (README, "Same bytes on any CPU"): measured on one AVX-512 Xeon natively and
-under an emulated AMD EPYC-Rome (AVX2, no AVX-512; `tests/test_isa.py`), the pinned embeddings and learned
-parameters are the same bytes. Not promised: CPUs without AVX2 (MKL then takes its AUTO branch), other
-library versions (requirements.lock pins them), a thread count set by the user.
+What is shown and what is not (README, "Same bytes on any CPU"; results/bench.json key `isa`): each library
+honours its variable on an AVX-512 Xeon. Under an emulated AMD
+EPYC-Rome (AVX2; QEMU user mode) the pinned embeddings still differ from the Xeon's, probably MKL's vendor
+dispatch (MKL_CBWR=AVX2 binds Intel CPUs only; COMPATIBLE is MKL's cross-vendor branch, not yet measured):
+`tests/test_isa.py` keeps that comparison as a strict expected failure. Not promised: CPUs without AVX2,
+other library versions (requirements.lock pins them), a thread count set by the user.
 
 `HIERAMAS_ISA=native` turns the pin off (each library uses the CPU's widest kernels: faster where AVX-512
 helps, bytes differ across CPUs); a variable the user set is never overridden; `fingerprint()` records what

@@ -137,8 +137,8 @@ def run_table_ray(spec: TableSpec, backend_flags: Mapping[str, Any], *, run_root
     workers: with no address, the CPUs of the local cluster (default: every core).
     cells_per_cpu: cells (tasks) at once per CPU. A cell mostly waits on its calls, so one per CPU leaves
       the CPU idle: measured on 2 shared cores, 18 small cells took 798 s on one worker against 77 s in one
-      process, whose event loop overlaps every cell (results/bench.json key table1_scaling). More cells per
-      CPU overlap them across processes, at a worker process (torch, jax: about 1 GB) each.
+      process, whose event loop overlaps every cell; 4 per CPU on 2 workers still took 479 s against 72 s
+      (results/bench.json key table1_scaling). Each cell is a worker process (torch, jax: about 1 GB).
 
   Raises:
     The first failed cell's own error (a UserError stays one line), after every other cell finished.
