@@ -74,7 +74,10 @@ def run_cell_task(spec: TableSpec, backend_flags: Mapping[str, Any], run_root: s
 
   async def go():
     # needed_models=(): the driver's preflight already checked the endpoints; a worker sends nothing extra.
-    async with open_backend(types.SimpleNamespace(**backend_flags), seed=seed, needed_models=()) as backend:
+    # ledger_dir: every worker reserves against the run root's one spend ledger (llm/ledger.py), so
+    # --max_usd caps the cluster, not each worker.
+    async with open_backend(types.SimpleNamespace(**backend_flags), seed=seed, needed_models=(),
+                            ledger_dir=run_root) as backend:
       with tempfile.TemporaryDirectory() as tmp:
         table = await run_table(spec, {seed: backend}, run_root=run_root, flags=flags, max_queries=max_queries,
                                 progress=False, use_wandb=use_wandb, progress_path=pathlib.Path(tmp) / "progress.json")
@@ -114,7 +117,8 @@ async def plan_and_check(spec: TableSpec, backend_flags: Mapping[str, Any], run_
   from hieramas_jax.experiment.runner import lock_plans, plan_table, table_root
   async with contextlib.AsyncExitStack() as stack:
     backends = {s: await stack.enter_async_context(open_backend(types.SimpleNamespace(**backend_flags), seed=s,
-                                                                needed_models=pool_models(spec.pools)))
+                                                                needed_models=pool_models(spec.pools),
+                                                                ledger_dir=run_root))
                 for s in spec.seeds}
     root = table_root(run_root, backends[spec.seeds[0]].endpoint.name)
     plans = plan_table(spec, backends, root)
