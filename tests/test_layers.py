@@ -16,7 +16,7 @@ PACKAGE = REPO_DIR / "hieramas_jax"
 # Bottom to top. A unit is a subpackage or a top-level module of hieramas_jax; a unit may import only
 # units that come before it. Units on one line (a tuple) share a floor and may not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "errors", "aio"),
+    ("paths", "errors", "aio", "procs"),
     ("fileio", "isa"),  # isa: the numeric kernels' pin, set by the package's __init__ before anything loads
     ("benchmarks", "llm"),
     ("mas",),

@@ -29,6 +29,8 @@ import signal
 import threading
 import time
 
+from hieramas_jax.procs import pid_alive
+
 log = logging.getLogger(__name__)
 
 CGROUP_ROOT = pathlib.Path("/sys/fs/cgroup")
@@ -202,16 +204,6 @@ class Group:
       time.sleep(0.01)
 
 
-def _alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:
-    return True
-  return True
-
-
 def sweep(parents: tuple[pathlib.Path, ...]) -> int:
   """Remove the groups of graders that are no longer alive (a killed grader's); how many."""
   n = 0
@@ -224,7 +216,7 @@ def sweep(parents: tuple[pathlib.Path, ...]) -> int:
       parts = d.name[len(PREFIX):].split("-")
       if not (d.name.startswith(PREFIX) and d.is_dir() and len(parts) == 2 and parts[0].isdigit()):
         continue
-      if int(parts[0]) == os.getpid() or _alive(int(parts[0])):
+      if int(parts[0]) == os.getpid() or pid_alive(int(parts[0])):
         continue
       if Group((d,)).remove(timeout_s=2.0):
         n += 1

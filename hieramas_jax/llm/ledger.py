@@ -48,6 +48,7 @@ from typing import Any
 from hieramas_jax.llm.cache import enter_wal
 from hieramas_jax.llm.errors import BudgetExceededError, CacheCorruptError
 from hieramas_jax.llm.registry import ModelSpec
+from hieramas_jax.procs import pid_alive
 
 __all__ = ["LEDGER_NAME", "SpendLedger", "worst_case"]
 
@@ -92,16 +93,6 @@ def worst_case(spec: ModelSpec, payload: bytes, max_tokens: int) -> float:
   return spec.cost(len(payload) // 3 + 16, max_tokens)
 
 
-def _alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:
-    return True
-  return True
-
-
 class SpendLedger:
   """The spend ledger of one run root (see the module docstring); shared by every client of a run.
 
@@ -142,7 +133,7 @@ class SpendLedger:
       # Attempts left in flight by a process of this host that is gone: sent, never settled.
       stale = [(i, pid) for i, pid in conn.execute(
           "SELECT id, pid FROM attempts WHERE state = ? AND host = ?", (IN_FLIGHT, self._host))
-          if pid != self._pid and not _alive(pid)]
+          if pid != self._pid and not pid_alive(pid)]
       for attempt_id, _ in stale:
         self._move(conn, attempt_id, UNANSWERED, None)
       conn.execute("COMMIT")
