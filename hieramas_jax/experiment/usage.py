@@ -18,7 +18,8 @@ from hieramas_jax.fileio import atomic_write_json
 
 @dataclasses.dataclass
 class Usage:
-  """Calls, tokens and USD of a set of LLM calls (cached replays count at their original cost)."""
+  """Calls, tokens and USD of a set of LLM calls (cached replays count at the pool's current prices, as
+  llm/client.py prices them)."""
 
   calls: int = 0
   cached_calls: int = 0
