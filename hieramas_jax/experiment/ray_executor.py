@@ -15,9 +15,10 @@ Where things live:
     when there are several machines: NFS, CephFS, Lustre; flock must work there for the lock);
   * response cache: each node's own (`paths.cache_dir()`, `HIERAMAS_CACHE_DIR`): the sim answers the same
     request with the same bytes on any node, so a per-node cache only saves a node's repeats. Merging
-    caches across nodes, a cache actor, a shared rate limit and a shared --max_usd are not built (each
-    worker enforces --max_usd and the endpoint's concurrency alone: use them with one worker per endpoint
-    key, or the sim);
+    caches across nodes, a cache actor and a shared rate limit are not built (each worker enforces the
+    endpoint's concurrency alone: use one worker per endpoint key, or the sim);
+  * --max_usd: one total over every worker, which reserves each attempt in the run root's spend ledger
+    (`llm/ledger.py`, an sqlite file, so on several machines it needs a filesystem whose locks sqlite trusts);
   * the code: every node runs the same checkout at the same path (`PYTHONPATH` is set for the workers).
 
 Resume: Ray retries a task whose worker died (`max_retries`); the retried cell resumes from its run directory
