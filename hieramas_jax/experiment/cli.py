@@ -112,21 +112,19 @@ def run(main: Callable[[], Any], *, jax_cache: bool = False) -> None:
   from absl import app, flags  # pylint: disable=import-outside-toplevel
 
   def absl_main(argv: list[str]) -> None:
-    if len(argv) > 1:  # one line, not absl's page of usage
-      print(f"error: unexpected arguments: {' '.join(argv[1:])} (every option is a --flag; see --help)",
-            file=sys.stderr, flush=True)
-      sys.exit(EXIT_USER_ERROR)
-    if "verbose" in flags.FLAGS:
-      quiet_console(flags.FLAGS.verbose)
-    route_results_off_sim(flags.FLAGS)
-
     def checked_main():
+      if len(argv) > 1:  # one line, not absl's page of usage
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])} (every option is a --flag; see --help)")
       from hieramas_jax.experiment.provenance import require_git  # pylint: disable=import-outside-toplevel
       require_git()
       check_output_dirs(flags.FLAGS)
       if jax_cache:
         enable_jax_cache()
       return main()
+
+    if "verbose" in flags.FLAGS:
+      quiet_console(flags.FLAGS.verbose)
+    route_results_off_sim(flags.FLAGS)
     run_or_exit(checked_main)
 
   app.run(absl_main, flags_parser=parse_flags_or_exit)
