@@ -254,6 +254,15 @@ def _exemplar_matrix() -> tuple[np.ndarray, tuple[str, ...]]:
   return _ENCODER.encode([text for _, text, _ in EXEMPLARS]), tuple(f for f, _, _ in EXEMPLARS)
 
 
+def load() -> None:
+  """Loads the encoder and embeds the exemplars now (else the first request that needs them does).
+
+  Why: the served sim (sim/serve.py) calls it before it says it is ready, so a run never meets a sim four
+  seconds deep in loading torch, where a Ctrl-C waits for the import to return and the sim outlived its run.
+  """
+  _exemplar_matrix()
+
+
 @functools.lru_cache(maxsize=65536)
 def sentence_family(sentence: str) -> tuple[str | None, float]:
   """(family of the nearest exemplar, its cosine), or (None, cosine) below MIN_SIMILARITY."""
@@ -275,4 +284,5 @@ def asks_to_reason(instruction: str) -> bool:
   return best["reason"] > best["direct"]
 
 
-__all__ = ["EXEMPLARS", "FAMILIES", "IntentReaderError", "MIN_SIMILARITY", "asks_to_reason", "sentence_family", "sentences"]
+__all__ = ["EXEMPLARS", "FAMILIES", "IntentReaderError", "MIN_SIMILARITY", "asks_to_reason", "load", "sentence_family",
+           "sentences"]

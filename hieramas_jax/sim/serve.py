@@ -18,6 +18,7 @@ import sys
 from absl import flags
 
 from hieramas_jax.llm.registry import MODELS
+from hieramas_jax.sim import intent
 from hieramas_jax.sim import params as P
 from hieramas_jax.sim.server import (PARENT_PID_ENV, READY_PREFIX, SimConfig, SimConfigError, start_site,
                                      make_app)
@@ -79,6 +80,11 @@ def main(argv: list[str]) -> int:
   except (flags.Error, SimConfigError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  try:
+    intent.load()  # before the ready line: the sim is serving, and so interruptible, once a run uses it
+  except intent.IntentReaderError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   app = make_app(config)
   host = FLAGS.host
 
@@ -103,4 +109,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv))
+  status = main(sys.argv)
+  # os._exit, not sys.exit: the server holds no file to finalise (its site is cleaned up in `main`), and
+  # the interpreter's teardown of torch (loaded by the intent reader, sim/intent.py) took 0.9 s after a
+  # Ctrl-C: a sim outliving its interrupted run by that long.
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)  # pylint: disable=protected-access
