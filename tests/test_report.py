@@ -100,6 +100,26 @@ def test_table1_has_the_paper_layout_published_figures_intervals_and_the_paired_
   assert "| HieraMAS | $1.5000 · paper $2.03 | $1.5000 |" in train and "| Base |" not in train
 
 
+def test_the_cost_tables_show_the_spend_ledger_billed_reserved_and_unbilled_apart():
+  cells = [_cell("base", "math", p, [1, 0], [0.1] * 2, seed=s) for p in ("gpt-5-mini", "qwen3-80b") for s in (0, 1)]
+  record = _record(cells, seeds=(0, 1))
+  spend = {"spent_usd": 1.25, "reserved_usd": 0.5, "estimated_unbilled_usd": 0.125, "total_usd": 1.875,
+           "paid_calls": 40, "attempts": 43, "max_usd": 5.0, "left_usd": 3.125}
+  record["backends"] = {"0": {"name": "sim:seed0", "spend": spend}, "1": {"name": "sim:seed1", "spend": spend}}
+  derived = derive(record)
+  for md in (table4_markdown(derived), table11_markdown(derived)):
+    lines = [l for l in md.splitlines() if l.startswith("Spend ledger")]
+    assert lines == ["Spend ledger of the run root (seeds 0, 1; every cell, seed and rerun in that root): $1.8750 of a "
+                     "--max_usd cap of $5.0000 = billed $1.2500 + reserved $0.5000 (in flight when the run ended) + "
+                     "estimated unbilled $0.1250 (sent and never answered, at its upper estimate); 40 paid calls of "
+                     "43 attempts."]  # one ledger, shown once for both seeds
+    assert "no money was spent" in md  # the sim's dollars are the price table's
+  record["backends"]["1"] = {"name": "sim:seed1", "spend": {**spend, "spent_usd": 2.0, "total_usd": 2.625}}
+  assert sum(l.startswith("Spend ledger") for l in table4_markdown(derive(record)).splitlines()) == 2
+  del record["backends"]
+  assert "Spend ledger" not in table4_markdown(derive(record))  # a file from before the ledger: no line
+
+
 def test_several_seeds_show_mean_and_sd_and_table3_has_the_pools_as_columns():
   cells = [_cell("gdesigner", "mmlu_redux", p, c, [0.1] * 2, seed=s, setting="generalization")
            for p in ("gpt-5-mini", "qwen3-80b") for s, c in ((0, [1, 1]), (1, [1, 0]), (2, [0, 0]))]

@@ -199,11 +199,34 @@ def table3_markdown(derived: Mapping[str, Any]) -> str:
   return "\n".join(lines)
 
 
+def _spend_lines(derived: Mapping[str, Any]) -> list[str]:
+  """The run root's spend ledger (llm/ledger.py) per backend, as the run left it: billed, reserved and estimated
+  unbilled apart. Why in the cost tables: their cells sum what the answers cost, while the ledger also holds what
+  was paid and not used (retries, calls of a run that was cut and resumed, other seeds) and what a provider may
+  still bill; a reader deciding a budget needs both. A results file written before the ledger existed has none."""
+  seeds_of: dict[str, list[str]] = {}  # one ledger per run root: the seeds' backends usually show the same one
+  for seed, backend in sorted((derived.get("backends") or {}).items(), key=lambda kv: int(kv[0])):
+    if isinstance(backend, Mapping) and backend.get("spend"):
+      seeds_of.setdefault(json.dumps(backend["spend"], sort_keys=True), []).append(seed)
+  lines = []
+  for spend, seeds in seeds_of.items():
+    s = json.loads(spend)
+    cap = "" if s.get("max_usd") is None else f" of a --max_usd cap of ${s['max_usd']:.4f}"
+    lines.append(f"Spend ledger of the run root (seed{'s' * (len(seeds) > 1)} {', '.join(seeds)}; every cell, seed "
+                 f"and rerun in that root): ${s['total_usd']:.4f}{cap} = billed ${s['spent_usd']:.4f} + reserved "
+                 f"${s['reserved_usd']:.4f} (in flight when the run ended) + estimated unbilled "
+                 f"${s['estimated_unbilled_usd']:.4f} (sent and never answered, at its upper estimate); "
+                 f"{s['paid_calls']} paid calls of {s['attempts']} attempts.")
+  if lines and derived["provenance"].get("backend") == "sim":
+    lines.append("On the simulated pool these are the frozen price table's dollars: no money was spent.")
+  return lines + [""] * bool(lines)
+
+
 def _cost_table(derived, title: str, intro: str, rows: Sequence[str], value: Callable, published: Mapping, *,
                 truncation: bool = False) -> str:
   columns = _columns(derived)
   setting = derived["spec"]["setting"]
-  lines = _header(derived, title) + [intro, "",
+  lines = _header(derived, title) + _spend_lines(derived) + [intro, "",
                                      "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}"
                                                              for b, p in columns) + " |",
                                      "|---" * (len(columns) + 1) + "|"]
@@ -237,7 +260,7 @@ def table11_markdown(derived: Mapping[str, Any]) -> str:
                                            for g in derived["groups"].values())]
   return _cost_table(derived, "Table 11 (training cost)",
                      "Cell: USD of every LLM call made while fitting (a call replayed from the response cache counts "
-                     "at its original cost) · the paper's figure where published. What each includes: HieraMAS (both "
+                     "at the pool's current prices) · the paper's figure where published. What each includes: HieraMAS (both "
                      "recipes): stage-1 rollouts, validation runs and stage-2 data collection (the classifier fit and "
                      "the sentence encoder make no LLM call); GDesigner and MASRouter: their training rollouts; AFlow: "
                      "the candidate workflows' evaluations only: this suite's AFlow edits workflows with operators "
