@@ -103,13 +103,18 @@ def point_command(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> list[
 
 
 def results_file(spec: dict, point: dict, extra: tuple[str, ...] = ()) -> pathlib.Path:
-  """The point's results file; a point run with limits (its flags or --extra) writes its limits' suffix
+  """The point's results file; a point of seed n > 0 (a `seed` axis or flag) reads `_seed<n>`, as the program writes
+  it; a point run with limits (its flags or --extra) writes its limits' suffix
   (`TableSpec.results_suffix`), as the suite's programs do, never the full-size file; one off the
   embedded sim (--extra=--pool_file=...) writes under results/<its name>/ (`cli.route_results_off_sim`)."""
   from hieramas_jax.experiment.cli import off_sim_results_name  # pylint: disable=import-outside-toplevel
   from hieramas_jax.paths import RESULTS_DIR  # pylint: disable=import-outside-toplevel
-  path = REPO / spec.get("results", RESULTS_DEFAULT).format(**point_values(spec, point))
+  template = spec.get("results", RESULTS_DEFAULT)
+  path = REPO / template.format(**point_values(spec, point))
   v = _point_flags(spec, point, extra)
+  seed = int(v.get("seed") or 0)
+  if seed and "{seed}" not in template:  # seed 0 keeps the plain name, others `_seed<n>` (report.hieramas.results_name)
+    path = path.with_name(f"{path.stem}_seed{seed}{path.suffix}")
   name = off_sim_results_name(v.get("pool_file"), v.get("backend") or "sim", v.get("base_url"))
   if name and path.parent == RESULTS_DIR and not v.get("out_dir"):
     path = RESULTS_DIR / name / path.name

@@ -286,3 +286,13 @@ def test_a_limited_sweep_point_reads_the_suffixed_results_file_its_program_write
   assert sweep.results_file(spec, point, ("--pool_file=launch/pools/local_smoke.toml",)) == \
       REPO / "results" / "local_smoke" / "hieramas_mmlu_redux_gpt-5-mini_k50.json"
   assert sweep.results_file(spec, point).parent == REPO / "results"
+
+
+def test_a_sweep_with_a_seed_axis_reads_each_seeds_own_results_file(tmp_path):
+  spec = sweep.load_spec(_spec(tmp_path, {"name": "s", "program": "experiments/train_hieramas.py",
+                                          "flags": {"benchmark": "mmlu_redux", "pool": "gpt-5-mini", "tag": "w{num_proposers}"},
+                                          "grid": {"num_proposers": [6], "seed": [0, 2]}}))
+  names = sorted(sweep.results_file(spec, point).name for point in sweep.grid_points(spec))
+  assert names == ["hieramas_mmlu_redux_gpt-5-mini_w6.json", "hieramas_mmlu_redux_gpt-5-mini_w6_seed2.json"]
+  (seed2,) = [p for p in sweep.grid_points(spec) if p["seed"] == 2]
+  assert sweep.results_file(spec, seed2, ("--limit=8",)).name == "hieramas_mmlu_redux_gpt-5-mini_w6_seed2_limit8.json"
