@@ -29,10 +29,10 @@ def test_the_pin_sets_each_library_s_variable_keeps_the_user_s_and_extends_xla_f
   assert os.environ["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2 --xla_cpu_multi_thread_eigen=false"
   for name in isa.VARIABLES:
     clean_env.delenv(name)
-  clean_env.setenv("MKL_CBWR", "COMPATIBLE")
+  clean_env.setenv("MKL_CBWR", "AVX2")
   clean_env.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
   set_now = isa.pin()
-  assert "MKL_CBWR" not in set_now and os.environ["MKL_CBWR"] == "COMPATIBLE"  # the user's choice stands
+  assert "MKL_CBWR" not in set_now and os.environ["MKL_CBWR"] == "AVX2"  # the user's choice stands
   assert os.environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=2 --xla_cpu_max_isa=AVX2 "
                                      "--xla_cpu_multi_thread_eigen=false")
   assert "XLA_FLAGS" not in isa.pin()  # every flag of the pin already there: left alone
