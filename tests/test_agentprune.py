@@ -155,6 +155,18 @@ def test_a_temporal_self_edge_shows_an_agent_its_own_previous_answer():
   assert "Agent 1, role is Math Solver" in round1[0]["messages"][1]["content"]
 
 
+def test_the_reference_agents_answer_at_the_api_default_temperature():
+  # run_mmlu.py: 5 AnalyzeAgents, the mmlu prompt set's first 5 roles, 1 round; calls at the API's default
+  # temperature (the public `achat` sends none).
+  method = make_method("agentprune", benchmark="mmlu_redux", pool="qwen3-80b", iterations=0)
+  assert method.roles == ("Knowlegable Expert", "Critic", "Mathematician", "Psychologist", "Historian")
+  client = FakeClient()
+  trace = asyncio.run(method.solve(RunContext(client, get_pool("qwen3-80b")), load_items("mmlu_redux")[0]))
+  assert len(client.calls) == 5 + 1 and {c["temperature"] for c in client.calls} == {1.0}
+  assert {c["model"] for c in client.calls} == {"qwen3-80b"} and trace.extra["temporal_edges_per_round"] == [0]
+  assert make_method("agentprune", benchmark="humaneval_plus", pool="qwen3-80b").describe()["rounds"] == 2
+
+
 # --- end to end on the simulated pool --------------------------------------------------------------
 
 

@@ -75,6 +75,8 @@ class AgentPruneConfig:
       role set, as the suite's GDesigner seats).
     code_tools: on HumanEval+, code outputs run on the prompt's docstring examples and the readers see the
       result (the reference's `CodeWriting` / `FinalWriteCode`, as GDesigner's; `docstring_check`).
+    llm_temperature: sampling temperature of every agent's and the decision's call. The public `achat`
+      (llm/gpt_chat.py) sends none, so the API's default, 1.0, applies (the suite's shared setting is 0.2).
   """
 
   iterations: int = 10
@@ -88,6 +90,7 @@ class AgentPruneConfig:
   initial_temporal_probability: float = 0.5
   agents: str = "reference"
   code_tools: bool = True
+  llm_temperature: float = 1.0
 
   def __post_init__(self):
     if self.agents not in AGENT_SETS:
@@ -97,6 +100,8 @@ class AgentPruneConfig:
         raise ValueError(f"agentprune {name} must be >= 1, got {getattr(self, name)}")
     if self.rounds is not None and self.rounds < 1:
       raise ValueError(f"agentprune rounds must be >= 1 (or None), got {self.rounds}")
+    if not 0.0 <= self.llm_temperature <= 2.0:
+      raise ValueError(f"agentprune llm_temperature must be in [0, 2], got {self.llm_temperature}")
     if self.iterations < 0 or self.lr <= 0 or self.temperature <= 0 or not 0.0 <= self.pruning_rate < 1.0:
       raise ValueError("agentprune needs iterations >= 0, lr > 0, temperature > 0, 0 <= pruning_rate < 1")
     model.init_logit(self.initial_spatial_probability)
@@ -144,6 +149,10 @@ class AgentPrune:
   def _code_check(self, item: Item):
     return docstring_check(item) if self.config.code_tools else None
 
+  def _settings(self, ctx: RunContext):
+    """The run's settings at AgentPrune's own sampling temperature (the API default its code leaves in place)."""
+    return dataclasses.replace(ctx.settings, temperature=self.config.llm_temperature)
+
   def _sample(self, rng: np.random.Generator):
     return model.sample_rounds(self.params, self.masks, self.config.rounds, rng, self.config.temperature)
 
@@ -171,7 +180,7 @@ class AgentPrune:
         spatial, temporal, _ = samples[b]
         async with bound:
           trace = await run_rounds(ctx.client, batch[b], self._rounds_config(spatial, temporal, ctx.pool.strong),
-                                   ctx.settings, method=self.name, code_check=self._code_check(batch[b]))
+                                   self._settings(ctx), method=self.name, code_check=self._code_check(batch[b]))
         return (await graders.grade_async(batch[b], trace.final_text)).correct
 
       solved = await gather_or_cancel([asyncio.ensure_future(one(b)) for b in range(len(batch))])
@@ -219,8 +228,8 @@ class AgentPrune:
         raise MethodError("agentprune.solve before fit() or load()")
       self._set(self._fresh_state())
     spatial, temporal, _ = self._sample(np.random.default_rng([self.seed, _SOLVE_STREAM, item_fold(item.id)]))
-    trace = await run_rounds(ctx.client, item, self._rounds_config(spatial, temporal, ctx.pool.strong), ctx.settings,
-                             method=self.name, code_check=self._code_check(item))
+    trace = await run_rounds(ctx.client, item, self._rounds_config(spatial, temporal, ctx.pool.strong),
+                             self._settings(ctx), method=self.name, code_check=self._code_check(item))
     trace.extra["edges_per_round"] = [int(a.sum()) for a in spatial]
     trace.extra["temporal_edges_per_round"] = [int(a.sum()) for a in temporal]
     trace.extra["unmasked_edges"] = {k: int(v.sum()) for k, v in self.masks.items()}
