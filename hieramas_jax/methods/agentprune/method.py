@@ -122,9 +122,9 @@ class AgentPrune:
   trainable = True
 
   def __init__(self, benchmark: str, pool: str, seed: int = 0, config: AgentPruneConfig = AgentPruneConfig()):
-    self.benchmark, self.pool_name, self.seed = benchmark, pool, seed
+    self.benchmark, self.pool_name, self.seed = check_benchmark(benchmark), pool, seed
     if config.rounds is None:
-      config = dataclasses.replace(config, rounds=REFERENCE_ROUNDS[check_benchmark(benchmark)])
+      config = dataclasses.replace(config, rounds=REFERENCE_ROUNDS[benchmark])
     self.config = config
     self.roles = REFERENCE_AGENTS[benchmark] if config.agents == "reference" else roles.roles_for(benchmark)
     for r in self.roles:
