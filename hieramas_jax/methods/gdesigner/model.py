@@ -211,11 +211,14 @@ def _jit_init(net, rng, graph):
   return net.init(rng, graph)
 
 
-def sample_dag(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_dag(probs: np.ndarray, rng: np.random.Generator,
+               allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """One round's DAG drawn in the reference order; returns (adjacency, considered, chosen), [N, N] bool.
 
   Pair (i, j) is skipped when adding i -> j would close a cycle, i.e. when i is reachable from j along
-  the edges kept so far (GDesigner's `check_cycle(in_node, {out_node})`).
+  the edges kept so far (GDesigner's `check_cycle(in_node, {out_node})`), and, with `allowed` ([N, N]
+  bool), when the pair is not allowed (the GPTSwarm-family `spatial_masks`: AgentPrune's pruned edges).
+  A skipped pair draws no random number.
   """
   n = probs.shape[0]
   adj = np.zeros((n, n), bool)
@@ -223,7 +226,7 @@ def sample_dag(probs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray,
   reach = np.eye(n, dtype=bool)  # reach[a, b]: b reachable from a
   for i in range(n):
     for j in range(n):
-      if i == j or reach[j, i]:
+      if i == j or reach[j, i] or (allowed is not None and not allowed[i, j]):
         continue
       considered[i, j] = True
       if rng.random() < probs[i, j]:
