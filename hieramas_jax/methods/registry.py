@@ -22,6 +22,11 @@ def _aflow(**kwargs) -> Method:
   return method.make(**kwargs)
 
 
+def _maas(**kwargs) -> Method:
+  from hieramas_jax.methods.maas import method
+  return method.make(**kwargs)
+
+
 def _gdesigner(**kwargs) -> Method:
   from hieramas_jax.methods.gdesigner import method
   return method.make(**kwargs)
@@ -83,6 +88,7 @@ METHODS: dict[str, Entry] = {
     "gdesigner": Entry(_gdesigner, "GDesigner", per_cell=True),
     "masrouter": Entry(_masrouter, "MASRouter", per_cell=True),
     "aflow": Entry(_aflow, "AFlow", per_cell=True),
+    "maas": Entry(_maas, "MaAS", per_cell=True),
     "hieramas": Entry(_hieramas, "HieraMAS", per_cell=True),
     "hieramas_total_cost": Entry(_hieramas_total_cost, "HieraMAS (total-cost reward; beyond the paper)",
                                  per_cell=True),
