@@ -21,7 +21,8 @@ from hieramas_jax.methods.maas import supernet
 from hieramas_jax.methods.registry import METHODS, make_method
 from mas_fakes import FakeClient
 
-MATH_OPS = supernet.OPERATORS["math"]  # Generate, GenerateCoT, MultiGenerateCoT, ScEnsemble, Programmer, SelfRefine, EarlyStop
+MATH_OPS = supernet.OPERATORS["math"]  # Generate, GenerateCoT, MultiGenerateCoT, ScEnsemble, Programmer, SelfRefine,
+#                                        EarlyStop
 
 
 class ScriptedRng:
