@@ -27,6 +27,11 @@ def _agentprune(**kwargs) -> Method:
   return method.make(**kwargs)
 
 
+def _maas(**kwargs) -> Method:
+  from hieramas_jax.methods.maas import method
+  return method.make(**kwargs)
+
+
 def _gdesigner(**kwargs) -> Method:
   from hieramas_jax.methods.gdesigner import method
   return method.make(**kwargs)
@@ -89,6 +94,7 @@ METHODS: dict[str, Entry] = {
     "masrouter": Entry(_masrouter, "MASRouter", per_cell=True),
     "aflow": Entry(_aflow, "AFlow", per_cell=True),
     "agentprune": Entry(_agentprune, "AgentPrune", per_cell=True),
+    "maas": Entry(_maas, "MaAS", per_cell=True),
     "hieramas": Entry(_hieramas, "HieraMAS", per_cell=True),
     "hieramas_total_cost": Entry(_hieramas_total_cost, "HieraMAS (total-cost reward; beyond the paper)",
                                  per_cell=True),

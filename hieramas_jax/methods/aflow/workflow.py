@@ -204,20 +204,34 @@ class _Calls:
     return rec.text
 
 
-async def programmer(calls: _Calls, item: Item, attempts: int = 3) -> str:
-  """Writes and runs `solve()`; returns the program's output (or why there is none) as analysis text."""
+async def write_and_run(calls: _Calls, item: Item, analysis: str = "None", attempts: int = 3
+                        ) -> tuple[str | None, str, bool]:
+  """The Programmer's loop: (the last code or None when none was written, its output or error, whether it ran).
+
+  MaAS reads the code and the raw output (its `Programmer` returns both); AFlow's `programmer` below turns
+  them into analysis text.
+  """
   feedback = ""
+  code, output = None, ""
   for attempt in range(attempts):
-    text = await calls("programmer", PROGRAMMER_PROMPT.format(problem=item.question, analysis="None",
+    text = await calls("programmer", PROGRAMMER_PROMPT.format(problem=item.question, analysis=analysis,
                                                               feedback=feedback), attempt)
     code = extract.extract_code(text, "solve")
     if code is None:
-      return "The program could not be written."
+      return None, "No code generated", False
     ok, output = await execute.run_solve(code)
     if ok:
-      return f"A Python program computed: {output}"
+      return code, output, True
     feedback = f"\nThe code you wrote in the previous attempt failed:\n{code}\n\nError: {output}\n"
-  return "The program failed to run."
+  return code, output, False
+
+
+async def programmer(calls: _Calls, item: Item, attempts: int = 3) -> str:
+  """Writes and runs `solve()`; returns the program's output (or why there is none) as analysis text."""
+  code, output, ok = await write_and_run(calls, item, attempts=attempts)
+  if code is None:
+    return "The program could not be written."
+  return f"A Python program computed: {output}" if ok else "The program failed to run."
 
 
 async def sc_ensemble(calls: _Calls, item: Item, solutions: list[str]) -> str:
@@ -246,18 +260,25 @@ async def review_revise(calls: _Calls, item: Item, solution: str, loop: int) -> 
   return _xml_field(revised, "solution") or revised
 
 
+async def passes_examples(item: Item, solution: str) -> tuple[bool, str]:
+  """Whether a solution's function passes the prompt's public examples in the sandbox: (passed, what failed).
+  A prompt without literal examples passes (there is nothing to run)."""
+  from hieramas_jax.benchmarks.humaneval import assemble_program  # pylint: disable=import-outside-toplevel
+  if not execute.public_examples(item):
+    return True, ""
+  code = extract.extract_code(solution, item.meta["entry_point"])
+  program = assemble_program(item, code) if code is not None else None
+  if program is None:
+    return False, "the solution holds no runnable code for the function"
+  return await execute.run_examples(item, program)
+
+
 async def test(calls: _Calls, item: Item, solution: str, loops: int = 3) -> str:
   """The Test operator: public examples in the sandbox, a reflection call per failure (at most `loops`)."""
-  from hieramas_jax.benchmarks.humaneval import assemble_program  # pylint: disable=import-outside-toplevel
   if not execute.public_examples(item):
     return solution
   for loop in range(loops):
-    code = extract.extract_code(solution, item.meta["entry_point"])
-    program = assemble_program(item, code) if code is not None else None
-    if program is None:
-      ok, error = False, "the solution holds no runnable code for the function"
-    else:
-      ok, error = await execute.run_examples(item, program)
+    ok, error = await passes_examples(item, solution)
     if ok:
       return solution
     solution = await calls(f"test_reflection:{loop}", REFLECTION_PROMPT.format(problem=item.question,
@@ -302,3 +323,8 @@ class _Offset:
   async def chat(self, model, messages, *, temperature, max_tokens, sample_index=0):
     return await self.client.chat(model, messages, temperature=temperature, max_tokens=max_tokens,
                                   sample_index=self.offset + sample_index)
+
+
+# Public names for methods built on these operators (MaAS: `methods/maas/supernet.py`).
+Calls = _Calls
+Offset = _Offset
