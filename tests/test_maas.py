@@ -262,7 +262,7 @@ def test_tiny_fit_and_solve_on_the_simulated_pool(session_sim, tmp_path):
 
 
 def test_a_crashing_architecture_is_rerun_at_most_20_times_and_its_calls_are_paid():
-  method = make_method("maas", benchmark="math", pool="gpt-5-mini", seed=0)
+  method = make_method("maas", benchmark="math", pool="gpt-5-mini", seed=0, format_error=True)
   item = load_items("math")[0]
   k = len(MATH_OPS)
   later = np.tile(_peaked(MATH_OPS.index("EarlyStop")), (3, k, 1))

@@ -11,7 +11,8 @@ resumes there) and `ctx.commit()` marks it.
 solve: the trained controller's probabilities for the query, an architecture drawn with the same
 threshold rule (the public test also samples; a generator keyed by (seed, item id)), the test graph.
 
-With `format_error` (default: as the public code runs), an architecture holding MATH's GenerateCoT or
+With `format_error` (off by default: a defect of the public code is not copied; on, as that code runs), an
+architecture holding MATH's GenerateCoT or
 MultiGenerateCoT crashes when that operator is reached and the query is rerun with a fresh architecture,
 up to 20 attempts (`supernet.ReferenceFormatError`); the crashed attempts' calls stay in the trace (their
 cost is paid), and a query whose 20 attempts all crash scores 0 with no gradient.
@@ -67,7 +68,8 @@ class MaASConfig:
     temperature: every call's temperature (LLMConfig default 0.0; config2.yaml sets none).
     max_tokens: every call's max_tokens (LLMConfig max_token 4096).
     format_error: reproduce the public MATH templates' GenerateCoT / MultiGenerateCoT crash and the
-      20-attempt rerun (True, as the code runs); False runs those operators as evidently intended.
+      20-attempt rerun (True, as the code runs); False (default) runs those operators as evidently intended:
+      the crash is a defect (a template's literal braces meet str.format), not the method.
     encoder: the query and operator encoder (SentenceTransformer all-MiniLM-L6-v2).
   """
 
@@ -81,7 +83,7 @@ class MaASConfig:
   train_queries: int | None = None
   temperature: float = 0.0
   max_tokens: int = 4096
-  format_error: bool = True
+  format_error: bool = False
   encoder: str = DEFAULT_MODEL
 
   def __post_init__(self):
