@@ -61,7 +61,7 @@ def _program_path(tokens: list[str]) -> str | None:
 def _makefile_commands() -> list[tuple[str, str, list[str]]]:
   """(where, program, argv) of every `$(PY) program ...` command in the Makefile's recipes.
 
-  Make variables take their defaults (`SEED ?= 0`), and a recipe's shell loops
+  Make variables take their defaults (`SEED ?= 0`), `$(filter-out ...)` is applied, and a recipe's shell loops
   (`for b in math mmlu_redux; do ... $$b ...`) are expanded to every combination of their values.
   """
   text = (REPO / "Makefile").read_text()
@@ -79,6 +79,9 @@ def _makefile_commands() -> list[tuple[str, str, list[str]]]:
     if not line.startswith("\t") or "$(PY)" not in line:
       continue
     line = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)), line)
+    # make's $(filter-out drop,words), the one text function the recipes use (seeds other than SEED).
+    line = re.sub(r"\$\(filter-out ([^,()]*),([^()]*)\)",
+                  lambda m: " ".join(w for w in m.group(2).split() if w not in m.group(1).split()), line)
     loops = re.findall(r"\bfor (\w+) in ([^;]+);", line)
     names = [name for name, _ in loops]
     for values in itertools.product(*(v.split() for _, v in loops)):
@@ -195,8 +198,11 @@ def test_makefile_commands_are_read_with_their_defaults_and_loops():
   assert ["--seeds=0"] in by_program["experiments/reproduce_table1.py"]  # $(SEED) -> 0
   assert ["--dry_run", "--pool_file=launch/pools/openrouter_paper.toml"] in by_program["experiments/reproduce_table1.py"]
   trains = by_program["experiments/train_hieramas.py"]
-  assert ["--benchmark=humaneval_plus", "--pool=qwen3-80b", "--progress=false"] in trains
+  assert ["--benchmark=humaneval_plus", "--pool=qwen3-80b", "--seed=0", "--progress=false"] in trains
   assert ["--flagfile=experiments/ablations/wo_graph.flags", "--benchmark=mmlu_redux", "--pool=gpt-5-mini",
-          "--progress=false"] in trains
+          "--seed=2", "--progress=false"] in trains
+  # RESULT_SEEDS minus SEED: the extra seeds of the main cells, each once, and never seed 0 twice.
+  extra = [argv for argv in trains if argv[:2] == ["--benchmark=math", "--pool=gpt-5-mini"]]
+  assert sorted(argv[2] for argv in extra) == ["--seed=0", "--seed=1", "--seed=2"], extra
   assert not any(p == "tests/real" or "pytest" in p for p in by_program)  # `-m pytest` is not a repo program
   assert by_program["hieramas_jax/sim/serve.py"] == [["--seed=0"]]  # `make sim-server`

@@ -92,9 +92,6 @@ def test_each_level_is_honoured_and_reproducible_on_this_cpu():
 @pytest.mark.skipif(not bench_isa.can_emulate(),
                     reason="needs QEMU user mode (apt-get install qemu-user) and an AVX-512 CPU, so that the emulated "
                            "AMD EPYC-Rome (AVX2) is another ISA level than this one")
-@pytest.mark.xfail(strict=True, reason="measured (results/bench.json key isa): the pinned embeddings differ on the "
-                   "emulated AMD EPYC-Rome, probably MKL's vendor dispatch (MKL_CBWR=AVX2 binds Intel CPUs only); "
-                   "strict: this test fails once the pin holds across vendors, and the mark must go")
 def test_pinned_bytes_are_equal_on_an_avx512_cpu_and_an_emulated_amd_avx2_cpu():
   key = ("embeddings_sha256", "params_sha256")
   here = bench_isa.probe_in_process("avx2")

@@ -27,7 +27,7 @@ def test_registry_knows_every_table1_method_and_rejects_others_clearly():
   assert make_method("base", benchmark="math", pool="gpt-5-mini", seed=3).name == "base"
   assert make_method("gdesigner", benchmark="math", pool="gpt-5-mini", seed=3).describe()["seed"] == 3
   with pytest.raises(UnknownMethodError,
-                     match=r"unknown method 'scc' \(did you mean 'sc'\?\); known: aflow, base, cot, .*sc, sc_cot"):
+                     match=r"unknown method 'scc' \(did you mean 'sc'\?\); known: aflow, agentprune, base, cot, .*maas, .*sc, sc_cot"):
     make_method("scc")
   with pytest.raises(UnknownMethodError, match=r"unknown method 'HieraMAS' \(did you mean 'hieramas'\?\)"):
     check_method_names(["HieraMAS"])
