@@ -33,7 +33,7 @@ from hieramas_jax.experiment.spec import InvalidRunError, TableSpec, parse_metho
 from hieramas_jax.llm.endpoint import define_backend_flags
 from hieramas_jax.methods.registry import known_methods
 from hieramas_jax.paths import REPO_DIR, RESULTS_DIR
-from hieramas_jax.report.paper import TABLE1_METHODS
+from hieramas_jax.report.paper import BEYOND_PAPER_METHODS, TABLE1_METHODS
 from hieramas_jax.report.table1 import write_tables
 
 
@@ -69,12 +69,15 @@ flags.DEFINE_integer("ray_workers", None, "--executor=ray without --ray_address:
                      "every core).", lower_bound=1)
 flags.DEFINE_integer("ray_cells_per_cpu", 1, "--executor=ray: cells at once per CPU (a cell mostly waits on its calls; "
                      "each is a worker process of about 1 GB).", lower_bound=1)
+flags.DEFINE_bool("extended", False, "Table 1 extended (issue 32): the paper's methods plus those published after it "
+                  f"({', '.join(BEYOND_PAPER_METHODS)}) on the same runner, written as table1_extended, table4_extended "
+                  "and table11_extended; with the default --run_root, Table 1's finished cells are reused.")
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
 define_verbose_flag()
 
-RUN_FLAGS = ("methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
+RUN_FLAGS = ("extended", "methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
              "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb", "executor", "ray_address",
              "ray_workers", "ray_cells_per_cpu") + BACKEND_FLAG_NAMES
 
@@ -85,7 +88,10 @@ def build_spec() -> TableSpec:
   except ValueError:
     raise InvalidRunError(f"--seeds must be integers, got {','.join(FLAGS.seeds)}") from None
   methods = tuple(FLAGS.methods)
+  if FLAGS.extended and FLAGS.setting != "main":
+    raise InvalidRunError("--extended extends Table 1 (--setting=main)")
   if FLAGS["methods"].using_default_value:
+    methods += BEYOND_PAPER_METHODS if FLAGS.extended else ()
     missing = [m for m in methods if m not in known_methods()]
     if missing:
       logging.warning("not registered in this checkout, left out: %s", ", ".join(missing))
@@ -96,13 +102,18 @@ def build_spec() -> TableSpec:
                    test_limit=FLAGS.limit, method_options=parse_method_options(FLAGS.method_option))
 
 
+def _suffix(spec: TableSpec) -> str:
+  """The tables' file-name suffix: "_extended" for --extended, then the limits' ("_limit3")."""
+  return ("_extended" if FLAGS.extended else "") + spec.results_suffix()
+
+
 def main():
   spec = build_spec()
   if not FLAGS.dry_run:
     # A table of some methods, benchmarks or pools is not Table 1 (Table 3's one benchmark is its whole).
     name = "table1" if spec.setting == "main" else "table3"
     refuse_cut_run(FLAGS, ("methods", "benchmarks", "pools"), out_flag="out_dir",
-                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}.json", suffix=spec.results_suffix(),
+                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}{_suffix(spec)}.json", suffix=spec.results_suffix(),
                    allowed={"benchmarks": ["mmlu_redux"]} if spec.setting == "generalization" else None)
   if FLAGS.dry_run:
     print(dry_run_report(spec, FLAGS))
@@ -111,7 +122,7 @@ def main():
                     max_queries=FLAGS.max_queries, progress=FLAGS.progress, use_wandb=FLAGS.wandb,
                     sim_process=FLAGS.sim_process, executor=FLAGS.executor, ray_address=FLAGS.ray_address,
                     ray_workers=FLAGS.ray_workers, ray_cells_per_cpu=FLAGS.ray_cells_per_cpu)
-  written = write_tables(record, FLAGS.out_dir, suffix=spec.results_suffix())
+  written = write_tables(record, FLAGS.out_dir, suffix=_suffix(spec))
   print(f"{len(record['cells'])} cells in {record['wall_s']:.1f} s; wrote " + ", ".join(str(p) for p in written))
 
 

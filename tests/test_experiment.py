@@ -224,6 +224,32 @@ def test_reproduce_table1_end_to_end_on_the_sim_over_http(tmp_path):
          {k: (c["accuracy"], c["cost_usd"], c["outcomes"]) for k, c in record["cells"].items()}
 
 
+def test_the_extended_table_adds_rows_beside_table_1s_cells_and_writes_its_own_files(tmp_path):
+  """--extended (issue 32) writes table{1,4,11}_extended*, never Table 1's files, and reuses the cells a
+  Table 1 run left in the same run root (the same answers, no new calls for them)."""
+  common = ("--benchmarks=mmlu_redux", "--pools=gpt-5-mini", "--limit=2", "--train_limit=4", "--val_limit=2",
+            "--progress=false", "--wandb=false", f"--out_dir={tmp_path / 'out'}", f"--run_root={tmp_path / 'runs'}")
+  env = {"HIERAMAS_CACHE_DIR": str(tmp_path / "cache")}
+  first = _script("--methods=base", *common, env_extra=env)
+  assert first.returncode == 0, first.stderr[-3000:]
+  table1 = (tmp_path / "out" / "table1_limit2_train4_val2.json").read_bytes()
+  second = _script("--extended", "--methods=base,agentprune", "--method_option=agentprune.iterations=1", *common,
+                   env_extra=env)
+  assert second.returncode == 0, second.stderr[-3000:]
+  assert (tmp_path / "out" / "table1_limit2_train4_val2.json").read_bytes() == table1
+  ext = json.loads((tmp_path / "out" / "table1_extended_limit2_train4_val2.json").read_text())
+  base = json.loads(table1)["cells"]["base|mmlu_redux|gpt-5-mini|main|seed0"]
+  assert ext["cells"]["base|mmlu_redux|gpt-5-mini|main|seed0"]["outcomes"] == base["outcomes"]
+  assert ext["cells"]["agentprune|mmlu_redux|gpt-5-mini|main|seed0"]["training"]["cost_usd"] > 0
+  md = (tmp_path / "out" / "table1_extended_limit2_train4_val2.md").read_text()
+  assert md.startswith("# Table 1, extended with methods published after the paper") and "| AgentPrune | MT-- |" in md
+  for stem in ("table4", "table11"):
+    assert (tmp_path / "out" / f"{stem}_extended_limit2_train4_val2.md").exists()
+  bad = _script("--extended", "--setting=generalization", *common, env_extra=env)
+  assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == \
+      "error: --extended extends Table 1 (--setting=main)", bad.stderr
+
+
 def test_wandb_writer_runs_offline_and_never_sees_a_secret(tmp_path, monkeypatch):
   from hieramas_jax.experiment.writers import WandbWriter
   monkeypatch.setenv("WANDB_SILENT", "true")

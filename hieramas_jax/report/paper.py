@@ -19,6 +19,10 @@ POOL_TITLES = {"gpt-5-mini": "GPT-5-Mini", "qwen3-80b": "Qwen3-80B"}
 TABLE1_METHODS = ("base", "cot", "sc", "sc_cot", "debate", "full_graph", "random_graph", "gdesigner", "masrouter",
                   "aflow", "hieramas", "hieramas_total_cost")
 
+# Learned multi-agent methods published after the paper (issue 32), run on the same runner: the rows of
+# `reproduce_table1.py --extended` (results/table1_extended.*), never of Table 1 itself.
+BEYOND_PAPER_METHODS = ("agentprune", "maas", "arg_designer")
+
 # Table 1 row order of the paper, then what this suite adds.
 METHOD_ORDER = TABLE1_METHODS + ("static_search", "random_config")
 # Paper Table 1's component columns: Multi (multi-agent), Topo (optimises topology), Role (optimises roles
@@ -27,7 +31,10 @@ METHOD_ORDER = TABLE1_METHODS + ("static_search", "random_config")
 COMPONENTS = {"base": "----", "cot": "----", "sc": "M---", "sc_cot": "M---", "debate": "M---",
               "full_graph": "M---", "random_graph": "M---", "gdesigner": "MT--", "masrouter": "MTR-",
               "aflow": "MT--", "hieramas": "MTRN", "hieramas_total_cost": "MTRN", "static_search": "MTRN",
-              "random_config": "M---"}
+              "random_config": "M---",
+              # Beyond the paper, our reading: AgentPrune prunes a communication graph; MaAS samples an operator
+              # workflow per query; ARG-Designer generates agents, their roles and edges per query.
+              "agentprune": "MT--", "maas": "MT--", "arg_designer": "MTR-"}
 # Methods the paper trains (and the suite fits): Table 11's rows.
 LEARNED = ("gdesigner", "aflow", "masrouter", "hieramas", "hieramas_total_cost")
 

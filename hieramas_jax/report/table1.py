@@ -145,7 +145,13 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
   """Table 1 in the paper's layout (rows: methods; columns: benchmark x backbone; Avg.)."""
   columns = _columns(derived)
   setting = derived["spec"]["setting"]
-  lines = _header(derived, "Table 1")
+  beyond = [m for m in paper.BEYOND_PAPER_METHODS if m in derived["spec"]["methods"]]
+  lines = _header(derived, "Table 1" + (", extended with methods published after the paper" if beyond else ""))
+  if beyond:
+    lines += [f"Extended (issue 32): {', '.join(paper.method_title(m) for m in beyond)} run on the same runner, "
+              "splits, pools, client and graders as the paper's rows, each as its public code runs it "
+              "(`docs/methods.md` names every deviation). Their own papers report other models and splits, so "
+              "their **paper** cells read `-`.", ""]
   lines += ["Cell: **ours** = accuracy % [95% bootstrap interval over queries] (mean ± sd over seeds when several) · "
             "**paper** = the published figure (`-`: not published, or not in the text available to us). "
             "Components as in the paper: M(ulti-agent), T(opology), R(oles and LLMs), N(ode configuration). "
@@ -174,7 +180,8 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
     row.append(f"**{_fmt(avg)}** · {_fmt(published_avg)}")
     lines.append("| " + " | ".join(row) + " |")
   lines += _paired_section(derived, columns, setting)
-  lines += ["", "Inference and training costs of the same runs: `table4.md` and `table11.md`."]
+  tail = "_extended" if beyond else ""
+  lines += ["", f"Inference and training costs of the same runs: `table4{tail}.md` and `table11{tail}.md`."]
   lines += _provenance(derived)
   return "\n".join(lines)
 
