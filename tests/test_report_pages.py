@@ -203,3 +203,25 @@ def test_the_sample_browser_shows_every_query_with_its_prompts_gold_and_grade(ti
   assert v["calls"] == first["n_calls"] + base_items[first["item_id"]]["n_calls"]
   assert "system" in v["roles"] and "user" in v["roles"] and all(v["responses"])  # prompts and responses
   assert v["notRecorded"] == [] and v["mas"] == 1 and v["nodes"] == first["trace"]["config"]["nodes"].__len__()
+
+
+def test_the_cost_accuracy_plot_takes_the_extended_table_when_there_is_one(tmp_path):
+  """Issue 32: the plot shows the methods beyond the paper, which only table1_extended.json holds."""
+  from hieramas_jax.report.html import cost_accuracy_section  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.report.page import Page  # pylint: disable=import-outside-toplevel
+
+  def record(methods):
+    cells = {f"{m}|math|gpt-5-mini|main|seed0": {"label": m, "method": m, "benchmark": "math", "pool": "gpt-5-mini",
+                                                 "setting": "main", "seed": 0, "n": 10, "n_correct": 8 + i % 2,
+                                                 "accuracy": 80.0 + 10 * (i % 2), "cost_usd": 0.01 * (i + 1)}
+             for i, m in enumerate(methods)}
+    return {"cells": cells, "provenance": {"backend": "sim"}}
+
+  atomic_write_json(tmp_path / "table1.json", record(["base", "hieramas"]))
+  page = Page()
+  text = cost_accuracy_section(page, tmp_path)
+  assert page.figures == ["cost_accuracy_table1"] and "results/table1.json" in text
+  atomic_write_json(tmp_path / "table1_extended.json", record(["base", "hieramas", "agentprune", "maas"]))
+  page = Page()
+  text = cost_accuracy_section(page, tmp_path)
+  assert page.figures == ["cost_accuracy_table1"] and "results/table1_extended.json" in text
