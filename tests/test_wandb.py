@@ -248,3 +248,32 @@ def test_writers_on_many_threads_never_call_the_sdk_at_once(tmp_path, monkeypatc
   for t in threads:
     t.join()
   assert most[0] == 1, f"{most[0]} SDK calls at once"
+
+
+def test_a_table_imports_the_sdk_on_its_own_thread_before_any_cell_starts(tmp_path, monkeypatch):
+  """72 cells importing the SDK from worker threads at once failed every cell of a Table 1 run (CPython
+  3.11's shared AST state: "AST constructor recursion depth mismatch", then a half-imported module). The
+  table imports it first, on the calling thread; without W&B it is not imported for the table at all."""
+  import threading  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment import runner  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment import writers as writers_lib  # pylint: disable=import-outside-toplevel
+
+  events = []
+  monkeypatch.setattr(writers_lib, "import_wandb", lambda: events.append(("import", threading.current_thread().name)))
+
+  async def no_cell(plan, *_args, **_kwargs):
+    events.append(("cell", plan.cell.method))
+    raise RuntimeError("cells are not run here")
+
+  monkeypatch.setattr(runner, "run_cell", no_cell)
+  spec = TableSpec(methods=("base", "cot"), benchmarks=("mmlu_redux",), pools=("gpt-5-mini",), setting="main",
+                   seeds=(0,), test_limit=2)
+  endpoint = sim_endpoint("http://127.0.0.1:9")
+  for use_wandb in (True, False):
+    events.clear()
+    with pytest.raises(RuntimeError, match="cells are not run here"):
+      asyncio.run(run_table(spec, {0: Backend(None, endpoint, None)}, run_root=tmp_path / f"t{use_wandb}", flags={},
+                            progress=False, use_wandb=use_wandb))
+    imports = [e for e in events if e[0] == "import"]
+    assert imports == ([("import", threading.current_thread().name)] if use_wandb else []), events
+    assert [e[0] for e in events][len(imports):] == ["cell", "cell"]

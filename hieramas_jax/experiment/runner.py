@@ -43,6 +43,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from hieramas_jax.benchmarks import sandbox as sandbox_lib
+from hieramas_jax.experiment import writers as writers_lib
 from hieramas_jax.experiment.backend import Backend
 from hieramas_jax.experiment.cell_writers import CellWriters, EvalStream, wandb_config, wandb_group_of
 from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, summarise
@@ -476,6 +477,8 @@ async def run_table(spec: TableSpec, backends: Mapping[int, Backend], *, run_roo
   loop = asyncio.get_running_loop()
   loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=WORKER_THREADS,
                                                                   thread_name_prefix="cells"))
+  if use_wandb:
+    writers_lib.import_wandb()  # before any worker thread opens a run (`import_wandb` says why)
   started = time.monotonic()
   with lock_plans(plans):
     table_progress = TableProgress(totals, progress_path or root / spec.setting / PROGRESS_FILE, enabled=progress)

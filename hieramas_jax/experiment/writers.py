@@ -31,7 +31,8 @@ WANDB_MODES = ("online", "offline", "disabled")
 # Every W&B SDK call of this process holds this lock. The runner writes cells' runs from worker threads
 # (`asyncio.to_thread`), and the SDK's process-wide state is not thread-safe: two artifacts made at once
 # raced in its artifact cache (wandb 0.31 `CappedDict._prune_dict`: a KeyError that ended a Table 1 run
-# after 13 minutes). Offline writes are short, so serialising them costs little.
+# after 13 minutes). Offline writes are short, so serialising them costs little. The first import too
+# (`import_wandb`).
 _WANDB_LOCK = threading.RLock()
 
 
@@ -109,6 +110,19 @@ class JsonlWriter(NullWriter):
     self._f.close()
 
 
+def import_wandb() -> None:
+  """Imports the W&B SDK now, on this thread, under `_WANDB_LOCK`.
+
+  Why: the runner opens cells' W&B runs from worker threads, so the SDK's first import could run while other
+  threads compile or parse code; CPython 3.11's AST state is shared between threads (its recursion-depth
+  check, CPython gh-106905), and pydantic parsing the SDK's class docstrings then raised "SystemError: AST
+  constructor recursion depth mismatch", leaving a half-imported module for every other cell: all 72 Table 1
+  cells failed. Importing once before the cells start removes the race.
+  """
+  with _WANDB_LOCK:
+    import wandb  # pylint: disable=import-outside-toplevel,unused-import
+
+
 def wandb_mode(explicit: str | None = None) -> str:
   """The W&B mode: `explicit`, else WANDB_MODE, else online with WANDB_API_KEY, else offline."""
   mode = explicit or os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
@@ -151,7 +165,8 @@ class WandbWriter(NullWriter):
   def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, project: str = PROJECT,
                name: str | None = None, group: str | None = None, job_type: str | None = None,
                tags: Sequence[str] = (), mode: str | None = None, new_id: bool = False, run_id: str | None = None):
-    import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
+    with _WANDB_LOCK:  # the first import too: see `_WANDB_LOCK`
+      import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
     self._wandb = wandb
     self._tables: dict[str, tuple[list[str], list[list[Any]]]] = {}  # `log_rows`: columns, rows so far
     pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
