@@ -312,7 +312,6 @@ def test_a_graph_runs_its_agents_once_in_topological_order_then_the_decision_age
 # --- end to end on the simulated pool --------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_a_tiny_fit_runs_the_four_stages_and_the_fitted_generator_solves_and_reloads(session_sim, tmp_path):
   items = load_items("math")
   train, test = items[:5], items[-2:]

@@ -373,8 +373,8 @@ class ARGDesigner:
         if not np.isfinite(float(loss)):
           raise FloatingPointError(f"arg_designer: non-finite loss in {STAGES[stage]}, epoch {epoch}, batch {b}")
         losses.append(float(loss))
-      val = [float(model.eval_loss(state["params"], *batch(val_idx[s:s + bsz]), net=self.net))
-             for s in range(0, len(val_idx), bsz)]
+      val = [float(model.eval_loss(state["params"], data, table, w, net=self.net))
+             for data, w in (batch(val_idx[s:s + bsz]) for s in range(0, len(val_idx), bsz))]
       val_loss = float(np.mean(val)) if val else float("inf")
       history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)) if losses else None,
                       "val_loss": val_loss})
