@@ -233,6 +233,18 @@ def test_the_loss_is_the_reference_bce_weighted_0_2_node_0_8_edge():
   assert float(loss[0]) == pytest.approx(0.2 * node + 0.8 * edge, rel=1e-5)
 
 
+def test_a_saturated_softmax_keeps_the_loss_floored_and_its_gradient_finite():
+  # torch's BCE floors each log at -100; an output at exactly 0 or 1 (float32 saturation) must not give NaN.
+  roles, n, slots = m.encode_graph(m.Graph((0,), ()), 1)
+  p_node = jnp.asarray([[[0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]]])  # both positions wrong with certainty
+  p_edge = jnp.full((1, 1, 4, 4), 0.25)
+  f = lambda pn: m.loss_from_probs(pn, p_edge, jnp.asarray(roles)[None], jnp.asarray([n]), jnp.asarray(slots)[None],
+                                   3)[0]
+  edge = -np.log(0.25) - 3 * np.log(0.75)
+  assert float(f(p_node)) == pytest.approx(0.2 * 4 * 100 + 0.8 * edge, rel=1e-5)
+  assert np.isfinite(np.asarray(jax.grad(f)(p_node))).all()
+
+
 def test_an_update_raises_the_likelihood_of_the_training_graph():
   params, table = _params(), jnp.asarray(_table())
   g = m.Graph((1, 2, 0), ((0, 1), (1, 2)))

@@ -188,8 +188,15 @@ def loss_from_probs(p_node, p_edge, roles, n, slots, k: int):
   return ALPHA * node_loss + (1.0 - ALPHA) * edge_loss
 
 
+def _safe_log(x):
+  """log x floored at -100 (torch's BCE), with a zero gradient where x underflowed to 0: a float32 softmax
+  saturates within a few dozen epochs, and log(0)'s infinite slope times the floor's zero would be NaN."""
+  ok = x > 0
+  return jnp.where(ok, jnp.maximum(jnp.log(jnp.where(ok, x, 1.0)), _LOG_FLOOR), _LOG_FLOOR)
+
+
 def _bce(p, y):
-  return -(y * jnp.maximum(jnp.log(p), _LOG_FLOOR) + (1.0 - y) * jnp.maximum(jnp.log1p(-p), _LOG_FLOOR))
+  return -(y * _safe_log(p) + (1.0 - y) * _safe_log(1.0 - p))
 
 
 def _start_slots(b: int, k: int):
