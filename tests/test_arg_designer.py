@@ -248,11 +248,11 @@ def test_a_saturated_softmax_keeps_the_loss_floored_and_its_gradient_finite():
 def test_an_update_raises_the_likelihood_of_the_training_graph():
   params, table = _params(), jnp.asarray(_table())
   g = m.Graph((1, 2, 0), ((0, 1), (1, 2)))
-  roles, n, slots = m.encode_graph(g, 5)
+  roles, n, slots = m.encode_graph(g, 3)
   batch = (jnp.ones((1, D)), jnp.asarray(roles)[None], jnp.asarray([n]), jnp.asarray(slots)[None])
   w = jnp.ones(1)
   before = float(m.eval_loss(params, batch, table, w, net=NET))
-  grads = jax.grad(m.batch_loss)(params, batch, table, w, net=NET)
+  grads = jax.jit(jax.grad(m.batch_loss), static_argnames="net")(params, batch, table, w, net=NET)
   # The loss is a negative log-likelihood: a small step against its gradient lowers it.
   stepped = jax.tree_util.tree_map(lambda p, g_: p - 1e-3 * g_, params, grads)
   assert float(m.eval_loss(stepped, batch, table, w, net=NET)) < before
@@ -291,6 +291,40 @@ def test_configurations_topologies_and_pruning_follow_the_public_scripts():
   star = m.Graph((0,) * 4, ((0, 1), (0, 2), (0, 3), (1, 2)))
   pruned = am.prune_graph(star, 0.5, np.random.default_rng(1))
   assert len(am.weak_components(4, pruned.edges)) == 1 and len(pruned.edges) in (3, 4)
+
+
+def test_training_batches_pad_to_one_shape_and_drop_the_last_partial_batch_only_when_pretraining(monkeypatch):
+  method = make_method("arg_designer", benchmark="math", pool="gpt-5-mini", hidden=8, batch_size=4)
+  roles = method.roles
+  records = [{"question": f"q{i}", "roles": [roles[i % 3], roles[(i + 1) % 3]], "edges": [[0, 1]]} for i in range(7)]
+  q_rows = np.random.default_rng(0).normal(size=(7, 384)).astype(np.float32)
+  calls = []
+  real = m.train_step
+
+  def counting(state, batch, table, weights, rng, **kw):
+    calls.append((float(weights.sum()), tuple(batch[1].shape)))
+    return real(state, batch, table, weights, rng, **kw)
+
+  monkeypatch.setattr(am.model, "train_step", counting)
+  params = m.init_params(method.net, 0, len(roles))
+  before = real._cache_size()  # pylint: disable=protected-access
+  train = method._train_sync  # pylint: disable=protected-access
+  # Pretraining: int(7 x 0.9) = 6 train graphs -> one batch of 4 per epoch, 2 dropped (`drop_last=True`).
+  _, info = train(records, q_rows, params, stage=1, lr=1e-3, epochs=2, validate_on_train=False)
+  assert calls == [(4.0, (4, am.PAD_NODES))] * 2 and (info["train"], info["validate"]) == (6, 1)
+  # Finetuning keeps the partial batch (4 + 3) and validates on its own data.
+  calls.clear()
+  _, info = train(records, q_rows, params, stage=3, lr=1e-3, epochs=1, validate_on_train=True)
+  assert calls == [(4.0, (4, am.PAD_NODES)), (3.0, (4, am.PAD_NODES))] and info["validate"] == 7
+  # Fewer graphs than one batch: trained on as one batch (deviation 3), not skipped.
+  calls.clear()
+  best, info = train(records[:3], q_rows[:3], params, stage=1, lr=1e-3, epochs=1, validate_on_train=False)
+  assert calls == [(2.0, (4, am.PAD_NODES))] and info["best_val_loss"] is not None
+  # Every batch had one shape: one compile for the three fits.
+  assert real._cache_size() - before == 1  # pylint: disable=protected-access
+  # The weights kept are the epoch's with the lowest validation loss (here the only epoch's, not the start).
+  leaves = zip(jax.tree_util.tree_leaves(best), jax.tree_util.tree_leaves(params))
+  assert any(not np.allclose(x, y) for x, y in leaves)
 
 
 def test_the_method_seats_the_reference_roles_sorted_and_takes_the_benchmarks_budget():
