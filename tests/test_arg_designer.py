@@ -75,8 +75,9 @@ class _Uniforms:
     return v
 
 
-def _hand_steps(params, table, q, graph_roles, slots_of):
-  """The sampler's distributions recomputed by hand (numpy, from the parameters) along a fixed path."""
+def _hand_steps(params, table, q, graph_roles, slots_of, reference=False):
+  """The sampler's distributions recomputed by hand (numpy, from the parameters) along a fixed path;
+  `reference`: the public sampler's node inputs (a zero-input step before node 0, no slots fed)."""
   p = jax.tree_util.tree_map(np.asarray, params)
 
   def dense(x, layer):
@@ -102,6 +103,8 @@ def _hand_steps(params, table, q, graph_roles, slots_of):
   start = np.zeros(3 * 4)
   start[m.START] = 1
   h = gru("node_gru", np.zeros(H), mlp(np.concatenate([t, start]), "node_project"))
+  if reference:
+    h = gru("node_gru", h, mlp(np.zeros(D + 12), "node_project"))
   a = np.zeros(D)
   steps = []
   for i in range(len(graph_roles) + 1):
@@ -125,7 +128,7 @@ def _hand_steps(params, table, q, graph_roles, slots_of):
     g = 1 / (1 + np.exp(-(a @ t) / D))
     slot_part = np.zeros((3, 4))
     for j in range(min(i, 3)):
-      slot_part[j, m.EDGE if slots_of[i][j] else m.NO_EDGE] = 1
+      slot_part[j, m.EDGE if slots_of[i][j] else m.NO_EDGE] = 0 if reference else 1
     h = gru("node_gru", h, mlp(np.concatenate([(1 - g) * a + g * t, slot_part.ravel()]), "node_project"))
   return steps
 
@@ -181,6 +184,28 @@ def test_the_reference_edge_rule_draws_with_the_no_edge_channel():
   assert ref.edge_probs[1][0] == pytest.approx(hand[1]["edges"][0][m.NO_EDGE], rel=1e-4)
   with pytest.raises(ValueError):
     m.sample_graph(NET, params, table, q, np.random.default_rng(0), min_nodes=1, max_nodes=2, edge_rule="x")
+
+
+def test_the_reference_node_inputs_are_one_step_apart_between_training_and_sampling():
+  net_ref = m.ARGNet(dim=D, hidden=H, inputs="reference")
+  params, table = _params(seed=4), _table()
+  q = np.array([1.0, 0.0, -0.5, 0.2], np.float32)
+  s = m.sample_graph(net_ref, params, table, q, np.random.default_rng(5), min_nodes=0, max_nodes=4)
+  slots_of = [[(i - j - 1, i) in s.graph.edges for j in range(min(i, 3))] for i in range(len(s.graph.roles))]
+  hand = _hand_steps(params, table, q, list(s.graph.roles), slots_of, reference=True)
+  for i, probs in enumerate(s.role_probs):
+    np.testing.assert_allclose(probs, hand[i]["roles"], rtol=2e-4, atol=1e-6)
+  # The public training predicts node 1 from an all-zero input after the start token (x_new[0] holds no
+  # history and node 0's empty slots): the very distribution its sampler uses for node 0.
+  roles, n, slots = m.encode_graph(m.Graph((0, 1), ((0, 1),)), 3)
+  args = (jnp.asarray(q)[None], jnp.asarray(roles)[None], jnp.asarray([n]), jnp.asarray(slots)[None],
+          jnp.asarray(table))
+  p_ref = np.asarray(net_ref.apply({"params": params}, *args, method=m.ARGNet.probs)[0][0])
+  p_int = np.asarray(NET.apply({"params": params}, *args, method=m.ARGNet.probs)[0][0])
+  renorm = lambda p: np.concatenate([p[:3], p[4:]]) / (1 - p[3])
+  np.testing.assert_allclose(renorm(p_ref[1]), s.role_probs[0], rtol=2e-4)
+  np.testing.assert_allclose(p_ref[0], p_int[0], rtol=1e-5)  # the start token is the same in both
+  assert not np.allclose(p_ref[1], p_int[1], rtol=1e-3)
 
 
 def test_training_scores_a_sampled_graph_with_the_distributions_it_was_drawn_from():
@@ -338,6 +363,8 @@ def test_the_method_seats_the_reference_roles_sorted_and_takes_the_benchmarks_bu
   assert len(make_method("arg_designer", benchmark="mmlu_redux", pool="gpt-5-mini", role_pool="suite").roles) == 8
   with pytest.raises(ValueError):
     make_method("arg_designer", benchmark="math", pool="gpt-5-mini", edge_rule="nope")
+  with pytest.raises(ValueError):
+    make_method("arg_designer", benchmark="math", pool="gpt-5-mini", node_inputs="nope")
 
 
 def test_a_graph_runs_its_agents_once_in_topological_order_then_the_decision_agent():

@@ -107,6 +107,8 @@ class ARGDesignerConfig:
     clip: gradient-norm clip (`--clip`, 1.0).
     edge_rule: "intended" (an edge with its channel's probability) or "reference" (the public sampler's
       channel-1 draw; model docstring).
+    node_inputs: "intended" (training and sampling feed the node-level GRU alike) or "reference" (each as
+      the public code does; model docstring).
     role_pool: "reference" (the public prompt set's roles, `REFERENCE_ROLES`) or "suite" (the suite's set).
     encoder: sentence encoder of queries and role profiles (reference all-MiniLM-L6-v2).
     code_tools: on HumanEval+, code outputs run on the docstring examples and readers see the result
@@ -128,6 +130,7 @@ class ARGDesignerConfig:
   slots: int = 3
   clip: float = 1.0
   edge_rule: str = "intended"
+  node_inputs: str = "intended"
   role_pool: str = "reference"
   encoder: str = DEFAULT_MODEL
   code_tools: bool = True
@@ -135,6 +138,8 @@ class ARGDesignerConfig:
   def __post_init__(self):
     if self.edge_rule not in model.EDGE_RULES:
       raise ValueError(f"arg_designer edge_rule must be one of {model.EDGE_RULES}, got {self.edge_rule!r}")
+    if self.node_inputs not in model.INPUT_RULES:
+      raise ValueError(f"arg_designer node_inputs must be one of {model.INPUT_RULES}, got {self.node_inputs!r}")
     if self.role_pool not in ROLE_POOLS:
       raise ValueError(f"arg_designer role_pool must be one of {ROLE_POOLS}, got {self.role_pool!r}")
     if self.train_queries < 2 or not 0.0 < self.base_rate < 1.0 or not 0.0 < self.train_ratio <= 1.0:
@@ -261,7 +266,7 @@ class ARGDesigner:
     self.roles = tuple(sorted(pool_roles))  # `role_to_id`: the sorted role names
     for r in self.roles:
       roles_lib.check_role(benchmark, r)
-    self.net = model.ARGNet(hidden=config.hidden, slots=config.slots)
+    self.net = model.ARGNet(hidden=config.hidden, slots=config.slots, inputs=config.node_inputs)
     self.params = None
     self.node_range: tuple[int, int] | None = None
     self._table: np.ndarray | None = None

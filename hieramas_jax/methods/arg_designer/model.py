@@ -12,9 +12,10 @@ v - d - 1 sends to v. Each slot is a 4-channel vector (`utils.get_attributes_len
 Per query (q: the query's sentence embedding, D dims), step i of the node-level GRU (hidden 256) reads
 
   u_0 = [task(q) ; START in slot 0]                                       (`forward`, l. 468-470)
-  u_i = [(1 - g_i) a_i + g_i task(q) ; slots of node i-1],  i >= 1       (l. 442-462)
-        a_i = the aggregator GRU's state after the role embeddings of nodes 0..i-1,
-        g_i = sigmoid(<a_i, task(q)> / D)                                 (the gate, l. 450)
+  u_i = [(1 - g_i) a_i + g_i task(q) ; slots of node i-1],  i >= 1       (l. 442-462, 632-645)
+        a_i = the aggregator GRU's state after the role embeddings of nodes 0..i-1 (the sampler's
+              history; training's x_new is one role behind, below),
+        g_i = sigmoid(<a_i, task(q)> / D)                                 (the gate, l. 450, 639)
 
 and its output o_i gives node i's role distribution, softmax(output_node(o_i) . role_processor(E)^T) over
 the role embeddings E (the R role-profile embeddings, then START and END as zero vectors, l. 387-399; a
@@ -34,9 +35,12 @@ drawn slot (l. 710-715). Two defects of the public `sample` are not copied (docs
   * it draws "edge exists" with the probability of channel 1 (`HAS_EDGE_TOKEN = 1`), which training
     uses for NO_EDGE, and feeds the drawn channel back (`edge_rule="reference"` reproduces it);
     here the edge's probability is channel 0's, and the token fed back is EDGE or NO_EDGE as drawn;
-  * its node-level inputs are not the ones training feeds (an extra GRU step before node 0, no slots
-    of the previous node, the aggregator one node ahead); here one `_node_input` serves both, so the
-    sampler draws from exactly the distribution the loss fits (checked in the tests).
+  * its node-level inputs are not the ones training feeds: an extra zero-input GRU step before node 0,
+    no slots of the previous node, and a history of roles 0..i-1 where training's holds 0..i-2 (l. 442-467
+    against l. 626-656). Here one `_node_input` serves both passes, so the sampler draws from exactly the
+    distribution the loss fits (checked in the tests): training's step count and slots, the sampler's
+    history (the generator sees the role it has just chosen). `ARGNet(inputs="reference")` reproduces
+    each pass as the public code feeds it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ EDGE, NO_EDGE, START, END = 0, 1, 2, 3
 EDGE_VEC = 4
 ALPHA = 0.2  # the node term's weight (`forward`, l. 560)
 EDGE_RULES = ("intended", "reference")
+INPUT_RULES = ("intended", "reference")
 # `torch.nn.functional.binary_cross_entropy` clamps its logs at -100.
 _LOG_FLOOR = -100.0
 
@@ -81,11 +86,14 @@ class ARGNet(nn.Module):
     dim: D, the sentence embedding's width (`embedding_dim`, 384 for all-MiniLM-L6-v2).
     hidden: the node- and edge-level GRUs' widths and their input/output MLPs' (`args.py`: all 256).
     slots: K, the edge slots per node (`max_prev_node` 3).
+    inputs: the node-level inputs, "intended" (one rule for training and sampling, module docstring) or
+      "reference" (each pass as the public code feeds it: `_reference_history`, `sample_graph`).
   """
 
   dim: int = 384
   hidden: int = 256
   slots: int = 3
+  inputs: str = "intended"
 
   def setup(self):
     d, h = self.dim, self.hidden
@@ -140,9 +148,12 @@ class ARGNet(nn.Module):
     remb = table[roles]
     a = jnp.zeros((b, self.dim), t.dtype)
     inputs = [_node_input(t, None, _start_slots(b, k))]
-    for i in range(num):
-      a = self.aggregate(a, remb[:, i])
-      inputs.append(_node_input(t, a, slots[:, i].reshape(b, k * EDGE_VEC)))
+    if self.inputs == "reference":
+      inputs += self._reference_history(t, remb, slots)
+    else:
+      for i in range(num):
+        a = self.aggregate(a, remb[:, i])
+        inputs.append(_node_input(t, a, slots[:, i].reshape(b, k * EDGE_VEC)))
     carry = jnp.zeros((b, self.hidden), t.dtype)
     outs = []
     for u in inputs:
@@ -159,6 +170,18 @@ class ARGNet(nn.Module):
       h_edge, p = self.edge_step(h_edge, e)
       p_edge.append(p)
     return p_node, jnp.stack(p_edge, axis=1).reshape(b, num, k + 1, EDGE_VEC)
+
+  def _reference_history(self, t, remb, slots):
+    """The public `forward`'s inputs after the start token (l. 442-467): x_new[i] = [history of roles
+    0..i-1 ; slots of node i], the history zeros (not gated) for node 0. The input that predicts node i + 1
+    thus holds the roles of nodes 0..i-1 only: the role of node i is missing."""
+    b, num, k = slots.shape[0], slots.shape[1], self.slots
+    a = jnp.zeros((b, self.dim), t.dtype)
+    out = [jnp.concatenate([jnp.zeros_like(t), slots[:, 0].reshape(b, k * EDGE_VEC)], axis=-1)]
+    for i in range(1, num):
+      a = self.aggregate(a, remb[:, i - 1])
+      out.append(_node_input(t, a, slots[:, i].reshape(b, k * EDGE_VEC)))
+    return out
 
   def __call__(self, q, roles, n, slots, table, deterministic: bool = True):
     """Per-graph loss, 0.2 x node BCE + 0.8 x edge BCE: [B] (arguments as `probs`)."""
@@ -337,6 +360,12 @@ def _start(params, q, *, net: ARGNet):
 
 
 @functools.partial(jax.jit, static_argnames=("net",))
+def _zero_step(params, carry, *, net: ARGNet):
+  """The public sampler's step before node 0: an all-zero input (l. 632, 655-656)."""
+  return net.apply({"params": params}, carry, jnp.zeros((1, net.dim + net.slots * EDGE_VEC)), method=ARGNet.node_step)
+
+
+@functools.partial(jax.jit, static_argnames=("net",))
 def _advance(params, t, agg, carry, role_emb, slot_part, *, net: ARGNet):
   agg = net.apply({"params": params}, agg, role_emb[None], method=ARGNet.aggregate)
   u = _node_input(t, agg, slot_part[None])
@@ -392,6 +421,9 @@ def sample_graph(net: ARGNet, params, table: np.ndarray, q: np.ndarray, rng: np.
   table = jnp.asarray(table)
   candidates = jnp.concatenate([table[:num_roles], table[num_roles + 1:]])  # roles and END (l. 575-577)
   t, carry, o = _start(params, jnp.asarray(q, jnp.float32), net=net)
+  reference_inputs = net.inputs == "reference"
+  if reference_inputs:  # the start token's output is dropped; node 0 comes from a zero-input step
+    carry, o = _zero_step(params, carry, net=net)
   agg = jnp.zeros((1, net.dim))
   k = net.slots
   roles, edges, forced, role_probs, edge_probs = [], [], [], [], []
@@ -432,6 +464,8 @@ def sample_graph(net: ARGNet, params, table: np.ndarray, q: np.ndarray, rng: np.
         slot_part[j] = 0.0
         slot_part[j, EDGE] = 1.0
     edge_probs.append(tuple(node_probs))
+    if reference_inputs:  # the public sampler feeds the history only, never the node's slots (l. 632-645)
+      slot_part[:] = 0.0
     agg, carry, o = _advance(params, t, agg, carry, table[choice], jnp.asarray(slot_part.ravel()), net=net)
   graph = Graph(tuple(roles), tuple(sorted(edges)))
   return Sample(graph, log_prob, tuple(forced), tuple(role_probs), tuple(edge_probs))
