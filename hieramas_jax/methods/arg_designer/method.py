@@ -309,6 +309,8 @@ class ARGDesigner:
                             code_check=self._code_check(item))
 
   async def _solved(self, ctx: RunContext, jobs: list[tuple[Item, Sequence[str], Sequence[tuple[int, int]]]]):
+    """Whether each (item, roles, edges) graph solved its query: the data is the graphs that did. One slot of
+    the run's global bound per rollout, all of a stage's rollouts in flight together."""
     bound = ctx.query_bound(32)
 
     async def one(job):
