@@ -26,7 +26,8 @@ outputs softmax(output_edge(.)) over the 4 channels (l. 486-511).
 Training (`forward` l. 547-566, `train_ARGDesigner.train`): maximum likelihood of successful graphs written
 as the reference writes it, binary cross-entropy between those softmax outputs and the one-hot targets,
 summed over every channel and position (node positions 0..n, n's target END; edge positions 0..min(v, K),
-the last one's target END), loss = 0.2 x node + 0.8 x edge per graph, mean over the batch (`loss_terms`).
+the last one's target END), loss = 0.2 x node + 0.8 x edge per graph, mean over the batch
+(`loss_from_probs`, `batch_loss`).
 
 Sampling (`ARGDesigner.sample`, l. 568-778; `sample_graph` here): step by step, the role from the
 softmax over the roles and END (START left out), END impossible before `min_nodes`, at most `max_nodes`
