@@ -151,7 +151,7 @@ def _script(*args, env_extra=None, timeout=240):
 
 
 @pytest.mark.parametrize("bad,message", [
-    ("--methods=base,nope", "error: unknown method 'nope'; known: aflow, agentprune, base"),
+    ("--methods=base,nope", "error: unknown method 'nope'; known: aflow, agentprune, arg_designer, base"),
     ("--benchmarks=gsm8k", "error: unknown benchmark 'gsm8k'"),
     ("--pools=claude", "error: unknown pool setting 'claude'"),
     ("--setting=dev", "error: flag --setting=dev: value should be one of <main|generalization>"),

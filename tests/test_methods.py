@@ -21,13 +21,14 @@ CODE = load_items("humaneval_plus")[0]
 
 def test_registry_knows_every_table1_method_and_rejects_others_clearly():
   assert {"base", "cot", "sc", "sc_cot", "full_graph", "random_graph", "gdesigner", "masrouter", "aflow", "hieramas",
-          "static_search", "random_config"} <= set(known_methods())
+          "static_search", "random_config", "arg_designer"} <= set(known_methods())
   assert make_method("sc_cot").name == "sc_cot"
   # Methods built per cell take the cell; the others ignore it.
   assert make_method("base", benchmark="math", pool="gpt-5-mini", seed=3).name == "base"
   assert make_method("gdesigner", benchmark="math", pool="gpt-5-mini", seed=3).describe()["seed"] == 3
   with pytest.raises(UnknownMethodError,
-                     match=r"unknown method 'scc' \(did you mean 'sc'\?\); known: aflow, agentprune, base, cot, .*maas, .*sc, sc_cot"):
+                     match=(r"unknown method 'scc' \(did you mean 'sc'\?\); "
+                            r"known: aflow, agentprune, arg_designer, base, cot, .*maas, .*sc, sc_cot")):
     make_method("scc")
   with pytest.raises(UnknownMethodError, match=r"unknown method 'HieraMAS' \(did you mean 'hieramas'\?\)"):
     check_method_names(["HieraMAS"])

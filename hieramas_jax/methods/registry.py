@@ -32,6 +32,11 @@ def _maas(**kwargs) -> Method:
   return method.make(**kwargs)
 
 
+def _arg_designer(**kwargs) -> Method:
+  from hieramas_jax.methods.arg_designer import method
+  return method.make(**kwargs)
+
+
 def _gdesigner(**kwargs) -> Method:
   from hieramas_jax.methods.gdesigner import method
   return method.make(**kwargs)
@@ -95,6 +100,7 @@ METHODS: dict[str, Entry] = {
     "aflow": Entry(_aflow, "AFlow", per_cell=True),
     "agentprune": Entry(_agentprune, "AgentPrune", per_cell=True),
     "maas": Entry(_maas, "MaAS", per_cell=True),
+    "arg_designer": Entry(_arg_designer, "ARG-Designer", per_cell=True),
     "hieramas": Entry(_hieramas, "HieraMAS", per_cell=True),
     "hieramas_total_cost": Entry(_hieramas_total_cost, "HieraMAS (total-cost reward; beyond the paper)",
                                  per_cell=True),
