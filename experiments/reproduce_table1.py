@@ -69,9 +69,10 @@ flags.DEFINE_integer("ray_workers", None, "--executor=ray without --ray_address:
                      "every core).", lower_bound=1)
 flags.DEFINE_integer("ray_cells_per_cpu", 1, "--executor=ray: cells at once per CPU (a cell mostly waits on its calls; "
                      "each is a worker process of about 1 GB).", lower_bound=1)
-flags.DEFINE_bool("extended", False, "Table 1 extended (issue 32): the paper's methods plus those published after it "
-                  f"({', '.join(BEYOND_PAPER_METHODS)}) on the same runner, written as table1_extended, table4_extended "
-                  "and table11_extended; with the default --run_root, Table 1's finished cells are reused.")
+flags.DEFINE_bool("extended", False, "Table 1 extended (issue 32): the paper's methods plus those published "
+                  f"after it ({', '.join(BEYOND_PAPER_METHODS)}) on the same runner, written as table1_extended, "
+                  "table4_extended and table11_extended; with the default --run_root, Table 1's finished cells are "
+                  "reused.")
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
@@ -113,7 +114,8 @@ def main():
     # A table of some methods, benchmarks or pools is not Table 1 (Table 3's one benchmark is its whole).
     name = "table1" if spec.setting == "main" else "table3"
     refuse_cut_run(FLAGS, ("methods", "benchmarks", "pools"), out_flag="out_dir",
-                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}{_suffix(spec)}.json", suffix=spec.results_suffix(),
+                   overwrites=f"{repo_relative(FLAGS.out_dir)}/{name}{_suffix(spec)}.json",
+                   suffix=spec.results_suffix(),
                    allowed={"benchmarks": ["mmlu_redux"]} if spec.setting == "generalization" else None)
   if FLAGS.dry_run:
     print(dry_run_report(spec, FLAGS))

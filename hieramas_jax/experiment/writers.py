@@ -110,8 +110,8 @@ class JsonlWriter(NullWriter):
     self._f.close()
 
 
-def import_wandb() -> None:
-  """Imports the W&B SDK now, on this thread, under `_WANDB_LOCK`.
+def import_wandb():
+  """The W&B SDK module, imported on this thread under `_WANDB_LOCK` (every writer gets it here).
 
   Why: the runner opens cells' W&B runs from worker threads, so the SDK's first import could run while other
   threads compile or parse code; CPython 3.11's AST state is shared between threads (its recursion-depth
@@ -120,7 +120,8 @@ def import_wandb() -> None:
   cells failed. Importing once before the cells start removes the race.
   """
   with _WANDB_LOCK:
-    import wandb  # pylint: disable=import-outside-toplevel,unused-import
+    import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
+  return wandb
 
 
 def wandb_mode(explicit: str | None = None) -> str:
@@ -165,9 +166,7 @@ class WandbWriter(NullWriter):
   def __init__(self, run_dir: str | os.PathLike, config: Mapping[str, Any], *, project: str = PROJECT,
                name: str | None = None, group: str | None = None, job_type: str | None = None,
                tags: Sequence[str] = (), mode: str | None = None, new_id: bool = False, run_id: str | None = None):
-    with _WANDB_LOCK:  # the first import too: see `_WANDB_LOCK`
-      import wandb  # pylint: disable=import-outside-toplevel  (slow import; only when used)
-    self._wandb = wandb
+    self._wandb = import_wandb()
     self._tables: dict[str, tuple[list[str], list[list[Any]]]] = {}  # `log_rows`: columns, rows so far
     pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {}
@@ -176,10 +175,10 @@ class WandbWriter(NullWriter):
     elif new_id:
       extra = {"id": secrets.token_hex(4)}
     with _WANDB_LOCK:
-      self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or project, name=name, group=group,
-                             job_type=job_type, tags=[t for t in tags if t] or None, mode=wandb_mode(mode),
-                             dir=str(run_dir), config=redact(json.loads(json.dumps(dict(config), default=str))),
-                             reinit="create_new", **extra)
+      self._run = self._wandb.init(project=os.environ.get("WANDB_PROJECT") or project, name=name, group=group,
+                                   job_type=job_type, tags=[t for t in tags if t] or None, mode=wandb_mode(mode),
+                                   dir=str(run_dir), config=redact(json.loads(json.dumps(dict(config), default=str))),
+                                   reinit="create_new", **extra)
 
   @property
   def run(self):
