@@ -193,6 +193,9 @@ def test_a_tiny_fit_prunes_on_schedule_and_the_fitted_graph_solves_and_reloads(s
   assert [h["agentprune/spatial_edges"] for h in summary["history"]] == [4.0, 3.0]
   assert [h["agentprune/temporal_edges"] for h in summary["history"]] == [7.0, 5.0]
   assert np.asarray(summary["spatial_mask"]).sum() == 3 and np.diag(summary["spatial_mask"]).sum() == 0
+  # Recorded for the learning evidence: the trained edge probabilities (3 x 3) and the initial one (0.5).
+  assert np.asarray(summary["edge_probability"]["spatial"]).shape == (3, 3)
+  assert summary["initial_probability"] == {"spatial": 0.5, "temporal": 0.5}
   for t in traces:
     assert len(t.calls) == 2 * 3 + 1 and t.extra["unmasked_edges"] == {"spatial": 3, "temporal": 5}
     assert t.extra["temporal_edges_per_round"][0] == 0

@@ -410,6 +410,10 @@ def test_a_tiny_fit_runs_the_four_stages_and_the_fitted_generator_solves_and_rel
   # 5 queries: int(0.4 x 5) = 2 base x 1 cold configuration (FullConnected 3); 3 finetune queries x (1 pruned
   # + Chain 2, Chain 3, Star 3).
   assert summary["cold_rollouts"] == 2 and summary["pruned_rollouts"] == 3 and summary["simple_rollouts"] == 9
+  # Each stage's per-epoch curve is kept (2 epochs each) for the learning evidence.
+  for stage in ("pretrain", "finetune"):
+    if "skipped" not in summary[stage]:
+      assert len(summary[stage]["curve"]["train_loss"]) == len(summary[stage]["curve"]["val_loss"]) == 2
   records = json.loads((tmp_path / "state" / am.GRAPHS_FILE).read_text())
   assert all(r["mode"] == "FullConnected" and len(r["roles"]) == 3 for r in records["cold"])
   lo, hi = summary["node_range"]

@@ -256,6 +256,9 @@ def test_tiny_fit_and_solve_on_the_simulated_pool(session_sim, tmp_path):
 
   fit, traces, reloaded = asyncio.run(run())
   assert fit["steps"] == 1 and fit["train_queries"] == 2 and fit["history"][0]["maas/batch_cost_usd"] > 0
+  # Recorded for the learning evidence: layer 0's mean entropy, at most ln K (uniform over the K operators).
+  assert 0.0 < fit["history"][0]["maas/layer0_entropy"] <= fit["max_layer0_entropy"] + 1e-9
+  assert (fit["batch_size"], fit["cost_weight"]) == (2, 3.0)
   for t in traces:
     assert t.calls and t.cost_usd > 0 and t.extra["layers"][0][0] in ("Generate", "GenerateCoT", "MultiGenerateCoT")
   assert reloaded.extra["layers"] == traces[0].extra["layers"] and reloaded.final_text == traces[0].final_text

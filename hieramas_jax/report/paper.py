@@ -8,9 +8,11 @@ printed as "-". All on real models and the paper's own test splits.
 
 from __future__ import annotations
 
+import json
 from typing import Mapping
 
 from hieramas_jax.methods import registry
+from hieramas_jax.paths import DATA_DIR
 
 POOL_TITLES = {"gpt-5-mini": "GPT-5-Mini", "qwen3-80b": "Qwen3-80B"}
 
@@ -22,6 +24,17 @@ TABLE1_METHODS = ("base", "cot", "sc", "sc_cot", "debate", "full_graph", "random
 # Learned multi-agent methods published after the paper (issue 32), run on the same runner: the rows of
 # `reproduce_table1.py --extended` (results/table1_extended.*), never of Table 1 itself.
 BEYOND_PAPER_METHODS = ("agentprune", "maas", "arg_designer")
+
+# Their own papers' figures on the benchmarks that match ours (their models, their splits), each with its source,
+# locator and mark (P: the paper; S: a secondary source), and the paper's CoT baseline on the same backbone; a
+# figure not found or not verified is null. Rendered under table1_extended (report/table1.py).
+PUBLISHED_BEYOND_PAPER_FILE = DATA_DIR / "published_beyond_paper.json"
+
+
+def published_beyond_paper() -> dict:
+  """The published figures of BEYOND_PAPER_METHODS (`PUBLISHED_BEYOND_PAPER_FILE`)."""
+  return json.loads(PUBLISHED_BEYOND_PAPER_FILE.read_text())
+
 
 # Table 1 row order of the paper, then what this suite adds.
 METHOD_ORDER = TABLE1_METHODS + ("static_search", "random_config")

@@ -22,7 +22,7 @@ from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.experiment.record import CellRecord, cell_key
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
-from hieramas_jax.report import paper
+from hieramas_jax.report import beyond_learning, paper
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES
 from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed, mean_sd, paired_difference
@@ -63,6 +63,12 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
     # Calls cut by max_tokens (or over the model's context): a real reasoning model at a small budget.
     g["truncation_rate"] = g["truncated_calls"] / g["calls"] if g["calls"] else 0.0
   out["groups"] = groups
+  if any(m in out["spec"].get("methods", ()) for m in paper.BEYOND_PAPER_METHODS):
+    # Their published figures (data/published_beyond_paper.json) and each cell's learning evidence from its fit
+    # summary (report/beyond_learning.py): both rebuilt from the record and the data file, no call.
+    out["beyond_paper"] = {
+        "published": paper.published_beyond_paper(), "learning_rule": beyond_learning.RULE,
+        "learning": {k: ev for k, c in sorted(cells.items()) if (ev := beyond_learning.cell_evidence(c)) is not None}}
   return out
 
 
@@ -141,6 +147,74 @@ def _paired_section(derived, columns, setting) -> list[str]:
   return lines
 
 
+def _gain_over_cot(derived, method: str, benchmark: str, setting: str) -> str:
+  """Ours on this run: the method's accuracy minus CoT's, per pool (mean over seeds), in points."""
+  out = []
+  for p in derived["spec"]["pools"]:
+    g, cot = _group(derived, method, benchmark, p, setting), _group(derived, "cot", benchmark, p, setting)
+    out.append(f"{POOL_TITLES.get(p, p)} " + ("-" if g is None or cot is None else
+                                              f"{g['accuracy_mean'] - cot['accuracy_mean']:+.2f}"))
+  return " / ".join(out)
+
+
+def _published_beyond_section(derived: Mapping[str, Any], setting: str) -> list[str]:
+  """Their papers' figures where their benchmarks match ours, with the paper's CoT on the same backbone, and
+  our gain over CoT on this run: the published gain and ours side by side (levels are not comparable)."""
+  published = (derived.get("beyond_paper") or {}).get("published")
+  methods = [m for m in paper.BEYOND_PAPER_METHODS if m in derived["spec"]["methods"]]
+  if not published or not methods or setting != "main":
+    return []
+  marks = "; ".join(f"{k} = {v}" for k, v in published.get("marks", {}).items())
+  lines = ["", "## Published figures of the methods beyond the paper (their models, their splits)", "",
+           "Each paper's own figure on its benchmark that matches ours, its backbone and locator, and the same "
+           "paper's CoT baseline on that backbone; last column: our gain over CoT on this run, same benchmark. "
+           "Levels are not comparable (other models, other splits, real LLMs against "
+           + ("the simulated pool" if derived["provenance"].get("backend") == "sim" else "this endpoint")
+           + "); the gains over CoT are the closest comparison. `-`: not in the paper, or not found or not verified "
+           f"(the note says which). Marks: {marks}. Sources per figure: "
+           f"`hieramas_jax/data/{paper.PUBLISHED_BEYOND_PAPER_FILE.name}`.", "",
+           "| Method | Their benchmark → ours | Backbone | Published · locator | Their CoT | Published gain over CoT "
+           "| Ours: gain over CoT | Note |", "|---|---|---|---|---|---|---|---|"]
+  for m in methods:
+    entry = published.get("methods", {}).get(m, {})
+    for b in derived["spec"]["benchmarks"]:
+      f = entry.get("figures", {}).get(b) or {}
+      ours = f"{published.get('benchmarks', {}).get(b, b)} → {BENCHMARK_TITLES.get(b, b)}"
+      if not f.get("benchmark"):
+        lines.append(f"| {paper.method_title(m)} | {ours} | - | - (not in the paper) | - | - | "
+                     f"{_gain_over_cot(derived, m, b, setting)} | {f.get('note', 'not in the paper')} |")
+        continue
+      fig, base = f.get("figure"), f.get("baseline")
+      mark = f" ({f['mark']})" if f.get("mark") else ""
+      pub = "-" if fig is None else f"{fig:.2f}{mark} · {f.get('locator', '-')}"
+      cot = "-" if base is None else f"{f.get('baseline_name', 'CoT')} {base:.2f}{mark}"
+      gain = "-" if fig is None or base is None else f"{fig - base:+.2f}"
+      backbone = (f.get("backbone") or "-") if fig is not None else "-"
+      lines.append(f"| {paper.method_title(m)} | {f['benchmark']} → {BENCHMARK_TITLES.get(b, b)} | {backbone} | "
+                   f"{pub} | {cot} | {gain} | {_gain_over_cot(derived, m, b, setting)} | {f.get('note', '')} |")
+  return lines
+
+
+def _learning_beyond_section(derived: Mapping[str, Any]) -> list[str]:
+  """Per cell of a method beyond the paper: did its fit move its own training objective (verdict and rule)."""
+  beyond = derived.get("beyond_paper") or {}
+  learning = beyond.get("learning") or {}
+  if not learning:
+    return []
+  lines = ["", "## Learning evidence of the methods beyond the paper", "",
+           "What each method's fit did, from what the fit recorded (its summary in this record; no call, no refit). "
+           "Verdict: " + beyond.get("learning_rule", beyond_learning.RULE), "",
+           "| Method | Setting | Seed | Verdict | Evidence |", "|---|---|---|---|---|"]
+  cells = derived["cells"]
+  for key in sorted(learning, key=lambda k: (paper.order_key(cells[k]["label"]), cells[k]["benchmark"],
+                                             cells[k]["pool"], cells[k]["seed"])):
+    c, v = cells[key], learning[key]
+    lines.append(f"| {paper.method_title(c['label'])} | {BENCHMARK_TITLES.get(c['benchmark'], c['benchmark'])} "
+                 f"{POOL_TITLES.get(c['pool'], c['pool'])} | {c['seed']} | {beyond_learning.short_verdict(v)} | "
+                 f"{beyond_learning.evidence_text(c['method'], v)} |")
+  return lines
+
+
 def table1_markdown(derived: Mapping[str, Any]) -> str:
   """Table 1 in the paper's layout (rows: methods; columns: benchmark x backbone; Avg.)."""
   columns = _columns(derived)
@@ -151,7 +225,8 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
     lines += [f"Extended (issue 32): {', '.join(paper.method_title(m) for m in beyond)} run on the same runner, "
               "splits, pools, client and graders as the paper's rows, each as its public code runs it "
               "(`docs/methods.md` names every deviation). Their own papers report other models and splits, so "
-              "their **paper** cells read `-`.", ""]
+              "their **paper** cells read `-`; their published figures stand in the table below this one, each "
+              "beside its paper's CoT baseline.", ""]
   lines += ["Cell: **ours** = accuracy % [95% bootstrap interval over queries] (mean ± sd over seeds when several) · "
             "**paper** = the published figure (`-`: not published, or not in the text available to us). "
             "Components as in the paper: M(ulti-agent), T(opology), R(oles and LLMs), N(ode configuration). "
@@ -179,7 +254,9 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
     published_avg = paper.TABLE1_AVERAGE.get(r) if setting == "main" and columns == full else None
     row.append(f"**{_fmt(avg)}** · {_fmt(published_avg)}")
     lines.append("| " + " | ".join(row) + " |")
+  lines += _published_beyond_section(derived, setting)
   lines += _paired_section(derived, columns, setting)
+  lines += _learning_beyond_section(derived)
   tail = "_extended" if beyond else ""
   lines += ["", f"Inference and training costs of the same runs: `table4{tail}.md` and `table11{tail}.md`."]
   lines += _provenance(derived)

@@ -206,10 +206,18 @@ class AgentPrune:
       history.append({"step": step + 1, "pruned": pruned, **scalars})
     self._set(state)
     state_store.finish(state)
+    # The trained edge probabilities (what `solve` samples unmasked edges with) beside the initial ones, so a
+    # report can say how far the logits moved from their start (report/beyond_learning.py); read off the state.
+    probs = {k: model.edge_probs(self.params[k], self.config.temperature).round(6).tolist() for k in self.params}
     return {"iterations": self.config.iterations, "params_sha256": params_sha256(state["params"]),
             "masks_sha256": mask_sha256(self.masks),
             "spatial_mask": self.masks["spatial"].astype(int).tolist(),
-            "temporal_mask": self.masks["temporal"].astype(int).tolist(), "history": history}
+            "temporal_mask": self.masks["temporal"].astype(int).tolist(),
+            "edge_probability": probs,
+            "initial_probability": {k: float(model.edge_probs(model.init_logit(p), self.config.temperature))
+                                    for k, p in (("spatial", self.config.initial_spatial_probability),
+                                                 ("temporal", self.config.initial_temporal_probability))},
+            "history": history}
 
   def load(self, state_dir) -> None:
     state = ParamState.load_finished(state_dir, self._fresh_state(), self.name)

@@ -498,10 +498,17 @@ def _node_range(records, max_agents: int):
 
 
 def _brief(info: dict[str, Any]) -> dict[str, Any]:
-  """A stage's training summary without the per-epoch curve (kept short in the fit summary)."""
+  """A stage's training summary: its counts, the last training loss, and the per-epoch curve as two lists
+  (`curve`: mean training loss and validation loss per epoch, the values `_train_sync` computes anyway), so
+  a report can say whether the stage's loss moved (report/beyond_learning.py) without refitting."""
   epochs = info.get("epochs") or []
-  return {**{k: v for k, v in info.items() if k != "epochs"},
-          "last_train_loss": epochs[-1]["train_loss"] if epochs else None}
+  out = {**{k: v for k, v in info.items() if k != "epochs"},
+         "last_train_loss": epochs[-1]["train_loss"] if epochs else None}
+  if epochs:
+    finite = lambda v: v if v is not None and np.isfinite(v) else None  # no validation graphs: inf -> None
+    out["curve"] = {"train_loss": [finite(e["train_loss"]) for e in epochs],
+                    "val_loss": [finite(e["val_loss"]) for e in epochs]}
+  return out
 
 
 def make(*, benchmark: str, pool: str, seed: int = 0, **options) -> ARGDesigner:

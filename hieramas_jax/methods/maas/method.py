@@ -215,16 +215,22 @@ class MaAS:
       state_store.save(step + 1, state)
       ctx.commit()
       ctx.step("reinforce", step + 1, total)
+      # Logged only: the batch's layer-0 operator distributions (`first`, what this step sampled from) as
+      # their mean entropy, against ln K (uniform) in the summary, so a report can say how far the
+      # controller moved from uniform (report/beyond_learning.py).
+      p0 = np.clip(first[:len(batch)], 1e-300, 1.0)
       scalars = {"maas/loss": float(loss), "maas/batch_accuracy": float(np.mean([r[0] for r in results])),
                  "maas/batch_cost_usd": float(sum(r[1] for r in results)),
                  "maas/mean_layers": float(np.mean([len(a.layers) for a in archs])),
-                 "maas/crashed_attempts": float(sum(r[3] for r in results))}
+                 "maas/crashed_attempts": float(sum(r[3] for r in results)),
+                 "maas/layer0_entropy": float(np.mean(-np.sum(p0 * np.log(p0), axis=-1)))}
       ctx.log(step + 1, scalars)
       history.append({"step": step + 1, "repetition": rep, **scalars})
     self.params = state["params"]
     state_store.finish(state)
     return {"steps": total, "train_queries": len(subset), "params_sha256": params_sha256(self.params),
-            "history": history}
+            "batch_size": bs, "cost_weight": self.config.cost_weight, "operators": len(self.operators),
+            "max_layer0_entropy": float(np.log(len(self.operators))), "history": history}
 
   def load(self, state_dir) -> None:
     state = ParamState.load_finished(state_dir, self._fresh_state(), self.name)
