@@ -113,6 +113,17 @@ def test_gdesigner_trains_only_the_gcn_as_the_reference_optimizer_does():
     assert changed == moved, train_params
 
 
+def test_a_gdesigner_fit_reports_each_update_for_the_live_display(tmp_path):
+  # The table's live display shows a fitting cell's step, rate and ETA only from these reports (the
+  # GDesigner row was blank: no step, rate or ETA for its whole fit).
+  reports = []
+  ctx = RunContext(FakeClient(), get_pool("gpt-5-mini"), seed=0, state_dir=tmp_path,
+                   report=lambda stage, done, total: reports.append((stage, done, total)))
+  method = make_method("gdesigner", benchmark="mmlu_redux", pool="gpt-5-mini", iterations=2, batch_size=2)
+  asyncio.run(method.fit(load_items("mmlu_redux")[:4], [], ctx))
+  assert reports == [("reinforce", 0, 2), ("reinforce", 1, 2), ("reinforce", 2, 2)]
+
+
 def test_gdesigner_sampling_skips_cycle_closing_pairs_and_the_loss_is_reinforce():
   # Probability 1 everywhere: every pair that does not close a cycle is kept, in i-major order.
   adj, considered, chosen = gd.sample_dag(np.ones((3, 3)), np.random.default_rng(0))

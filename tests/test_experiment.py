@@ -153,7 +153,8 @@ def _script(*args, env_extra=None, timeout=240):
 @pytest.mark.parametrize("bad,message", [
     ("--methods=base,nope", "error: unknown method 'nope'; known: aflow, agentprune, arg_designer, base"),
     ("--benchmarks=gsm8k", "error: unknown benchmark 'gsm8k'"),
-    ("--pools=claude", "error: unknown pool setting 'claude'"),
+    ("--pools=claude", "error: unknown pool setting 'claude'; known: gpt-5-mini, qwen3-80b"),
+    ("--pools=gpt5-mini", "error: unknown pool setting 'gpt5-mini' (did you mean 'gpt-5-mini'?); known: "),
     ("--setting=dev", "error: flag --setting=dev: value should be one of <main|generalization>"),
     ("--seeds=abc", "error: --seeds must be integers, got abc"),
     ("--setting=generalization", "error: the generalization setting holds out MMLU-Redux subjects"),

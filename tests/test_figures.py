@@ -73,3 +73,34 @@ def test_a_sweeps_cost_axis_starts_at_zero():
   cost_ax = next(ax for ax in fig.axes if ax.get_title() == "inference cost")
   lo, hi = cost_ax.get_ylim()
   assert lo == 0.0 and hi >= 0.006275
+
+
+def _section_figures(section) -> dict:
+  """The figures a report section draws from the committed results, by name, before they become PNGs."""
+  from hieramas_jax.report.page import Page  # pylint: disable=import-outside-toplevel
+
+  class Kept(Page):
+    figs: dict = {}
+
+    def figure(self, fig, name, caption):
+      self.figs[name] = fig
+      return ""
+
+  page = Kept()
+  section(page, RESULTS_DIR)
+  return page.figs
+
+
+def test_calibration_bars_and_stage2_losses_are_drawn_from_zero():
+  from hieramas_jax.report.hieramas_figures import curves_section  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.report.html import calibration_section  # pylint: disable=import-outside-toplevel
+  (calibration,) = _section_figures(calibration_section).values()
+  bars = next(ax for ax in calibration.axes if ax.get_title().startswith("validation"))
+  assert bars.get_ylim() == (0.0, 100.0)  # the bars started at 75: a few points drawn as most of the bar
+  curves = _section_figures(curves_section)
+  assert curves  # the committed HieraMAS results carry their curves
+  for fig in curves.values():
+    panels = {ax.get_title(): ax for ax in fig.axes}
+    low, high = panels["stage 2: classifier loss"].get_ylim()
+    assert low == 0.0 and high > 0.0  # a 0.835-0.839 loss was drawn full height
+    assert panels["stage 1: accuracy"].get_ylim() == (0.0, 1.02)

@@ -288,3 +288,12 @@ def test_the_spend_cap_stops_a_run_cleanly_and_a_rerun_resumes_without_paying_tw
   assert calls == 16
   # Every call answered before the stop is replayed, not paid again: the store holds each call once.
   assert sum(_rows_by_endpoint(tmp_path / "cache").values()) == 16
+
+
+def test_an_unknown_model_or_pool_name_gets_the_close_known_one():
+  from hieramas_jax.llm.registry import UnknownPoolError  # pylint: disable=import-outside-toplevel
+  assert str(UnknownModelError("llama8b")).startswith("unknown model 'llama8b' (did you mean 'llama-8b'?); known: ")
+  assert str(UnknownPoolError("Qwen3-80B")).startswith("unknown pool setting 'Qwen3-80B' (did you mean 'qwen3-80b'?)")
+  assert "did you mean" not in str(UnknownModelError("claude"))
+  # A known model that an endpoint does not serve is not "meant" as another one.
+  assert "did you mean" not in str(UnknownModelError("qwen3-8b"))

@@ -7,6 +7,7 @@ in the suite is reproducible; `PRICE_TABLE_DATE` goes into every result's proven
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Mapping
 
 from hieramas_jax.errors import UserError
@@ -105,14 +106,24 @@ POOLS: Mapping[str, PoolSetting] = {p.name: p for p in (
 )}
 
 
+def _did_you_mean(name: str, known) -> str:
+  """" (did you mean 'gpt-5-mini'?)" for a near miss ('gpt5-mini', 'Qwen3-80B'), else "" (also for a known
+  name that an endpoint does not serve)."""
+  if name in known:
+    return ""
+  close = difflib.get_close_matches(str(name).lower(), list(known), n=1, cutoff=0.6)
+  return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 class UnknownModelError(UserError, KeyError):
   def __str__(self) -> str:
-    return f"unknown model {self.args[0]!r}; known: {', '.join(MODELS)}"
+    return f"unknown model {self.args[0]!r}{_did_you_mean(self.args[0], MODELS)}; known: {', '.join(MODELS)}"
 
 
 class UnknownPoolError(UserError, KeyError):
   def __str__(self) -> str:
-    return f"unknown pool setting {self.args[0]!r}; known: {', '.join(POOLS)}"
+    return (f"unknown pool setting {self.args[0]!r}{_did_you_mean(self.args[0], POOLS)}; "
+            f"known: {', '.join(POOLS)}")
 
 
 def get_model(name: str) -> ModelSpec:
