@@ -100,6 +100,7 @@ frontier: install
 
 calibrate: install
 	$(PY) experiments/calibrate_sim.py --seed=$(SEED)
+	$(PY) experiments/sim_heldout_prompts.py --seed=$(SEED) --n_items=150
 
 # The aggregation mechanism's fit on published collaboration rows (mechanism-level, a few minutes);
 # copy the printed profiles into hieramas_jax/sim/params.py (a test checks they agree), then `make calibrate`.

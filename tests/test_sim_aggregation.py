@@ -53,6 +53,19 @@ def test_vectorised_luce_choice_matches_hand_computed_probabilities():
   assert not np.any(got == 3)  # an answer nobody gave is never chosen
 
 
+def test_vectorised_lapse_keeps_the_own_attempt_with_probability_lapse_max_times_one_minus_p_self():
+  agg = P.Aggregation(self_weight=0.0, self_confidence=0.0, support_power=2.0, recognition_max=0.0,
+                      recognition_gap=0.0, lapse_max=0.4)
+  n = 40000
+  rng = np.random.default_rng(2)
+  own = np.full(n, 2)                       # own attempt wrong; own votes 0: only a lapse keeps it
+  cands = np.tile([0, 0, 0], (n, 1))
+  logit = np.zeros(n)                       # p_self 0.5: lapse 0.2
+  got = M.luce_choice(agg, own, cands, logit, 0.0, rng.random(n), 4, rng.random(n))
+  assert abs(np.mean(got == 2) - 0.2) < 0.01 and np.all((got == 0) | (got == 2))
+  assert np.all(M.luce_choice(agg, own, cands, logit, 0.0, rng.random(n), 4) == 0)  # no lapse drawn
+
+
 def test_vote_is_a_plurality_with_uniform_tie_breaks():
   answers = np.array([[0, 1, 1], [0, 1, 2], [2, 2, 0]] * 20000)
   u = np.random.default_rng(1).random(answers.shape[0])

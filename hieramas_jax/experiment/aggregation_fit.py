@@ -52,7 +52,8 @@ class Row:
     kind: "synthesis" (one reader over the members' answers), "vote" (plurality of the members),
       "usc" (a reader over samples of itself vs their vote), "debate" (agents x rounds, final
       vote), "debate_vs_sc" (debate vs a vote of as many samples), "revision" (a reader shown
-      its own previous answer).
+      its own previous answer), "conformity" (a reader shown a unanimous wrong answer of `members`'
+      size: the share of the items it got right alone on which it ends with that wrong answer, in %).
     members: (model, solo accuracy %, samples) groups whose answers are read or voted.
     reader: (model, solo accuracy %) of the reader, for synthesis.
     baseline: "best_member", "reader" or "single" (the first member's solo accuracy).
@@ -77,6 +78,9 @@ class Row:
   @property
   def interval(self) -> float:
     """Half-width of the published effect's 95% interval."""
+    if self.kind == "conformity":  # one proportion, on the items the reader got right alone
+      p = min(max(self.target / 100.0, 0.05), 0.95)
+      return 1.96 * 100.0 * math.sqrt(p * (1 - p) / (self.n * self.reader[1] / 100.0))
     p = min(max(max(a for _, a, _ in self.members) / 100.0, 0.05), 0.95)
     return 1.96 * 100.0 * math.sqrt(2 * p * (1 - p) / self.n)
 
@@ -149,10 +153,14 @@ class Prepared:
     self.world = world
     rng = np.random.default_rng([seed, sum(map(ord, row.name))])
     self.n_answers = 1 + world.pop.n_wrong
-    groups = [world.attempts(m, a / 100.0, k, row.temperature, rng)[0] for m, a, k in row.members]
-    self.members = np.concatenate(groups, axis=1)
-    self.solo = {m: M.accuracy(world.attempts(m, a / 100.0, 1, row.temperature, rng)[0][:, 0])
-                 for m, a, _ in row.members}
+    if row.kind == "conformity":  # confederates: one wrong answer (1), unanimous
+      self.members = np.ones((world.pop.n_items, sum(k for _, _, k in row.members)), dtype=int)
+      self.solo = {}
+    else:
+      groups = [world.attempts(m, a / 100.0, k, row.temperature, rng)[0] for m, a, k in row.members]
+      self.members = np.concatenate(groups, axis=1)
+      self.solo = {m: M.accuracy(world.attempts(m, a / 100.0, 1, row.temperature, rng)[0][:, 0])
+                   for m, a, _ in row.members}
     self.u = rng.random((world.pop.n_items, 8))
     if row.reader is not None:
       name, acc = row.reader
@@ -164,6 +172,8 @@ class Prepared:
       self.reader_logit = world.theta_for(acc / 100.0) - world.b
       # Fresh attempts of the same model for the later turns (one per agent and round).
       self.later = world.attempts(name, acc / 100.0, 3 * row.rounds, row.temperature, rng)[0]
+    # The lapse draws, one per reader (drawn last: the draws above are those of the fit without a lapse).
+    self.u_lapse = rng.random((world.pop.n_items, 8))
 
   def baseline(self) -> float:
     """What the row's effect is measured against: the reader alone, the first member, or the best member."""
@@ -179,24 +189,31 @@ class Prepared:
     ctx = lambda k: k * TOKENS_PER_CANDIDATE  # noqa: E731
     if row.kind == "vote":
       return M.accuracy(M.vote(self.members, self.u[:, 0], n_ans)) - self.baseline()
+    if row.kind == "conformity":
+      final = M.luce_choice(agg, self.reader_own, self.members, self.reader_logit, ctx(self.members.shape[1]),
+                            self.u[:, 0], n_ans, self.u_lapse[:, 0])
+      right = self.reader_own == 0
+      return 100.0 * float(np.mean(final[right] == 1))
     if row.kind == "synthesis":
       final = M.luce_choice(agg, self.reader_own, self.members, self.reader_logit, ctx(self.members.shape[1]),
-                            self.u[:, 0], n_ans)
+                            self.u[:, 0], n_ans, self.u_lapse[:, 0])
       return M.accuracy(final) - self.baseline()
     if row.kind == "usc":
       n = self.members.shape[1]
-      final = M.luce_choice(agg, self.later[:, 0], self.members, self.reader_logit, ctx(n), self.u[:, 0], n_ans)
+      final = M.luce_choice(agg, self.later[:, 0], self.members, self.reader_logit, ctx(n), self.u[:, 0], n_ans,
+                            self.u_lapse[:, 0])
       return M.accuracy(final) - M.accuracy(M.vote(self.members, self.u[:, 1], n_ans))
     if row.kind == "revision":
       final = M.luce_choice(agg, self.later[:, 0], self.members[:, :1], self.reader_logit, ctx(1),
-                            self.u[:, 0], n_ans)
+                            self.u[:, 0], n_ans, self.u_lapse[:, 0])
       return M.accuracy(final) - self.baseline()
     # Debate: round 1 = the three members' solo answers; each later round every agent reads the
     # previous round's three answers (its own among them) and answers again; final = their vote.
     answers = self.members[:, :3]
     for r in range(1, row.rounds):
       answers = np.stack([M.luce_choice(agg, self.later[:, 3 * r + j], answers, self.reader_logit, ctx(3),
-                                        self.u[:, 1 + (3 * r + j) % 7], n_ans) for j in range(3)], axis=1)
+                                        self.u[:, 1 + (3 * r + j) % 7], n_ans, self.u_lapse[:, (3 * r + j) % 8])
+                          for j in range(3)], axis=1)
     debate = M.accuracy(M.vote(answers, self.u[:, 0], n_ans))
     if row.kind == "debate":
       return debate - self.baseline()
@@ -227,15 +244,18 @@ def chi2(prepared: Sequence[Prepared], agg: P.Aggregation, use: str = "fit") -> 
   return total
 
 
-# The grid searched (every combination). Bounds: a reader's own attempt counts from a tenth of a
-# vote to ~6 votes, support from sub-proportional (0.5) to strongly majority-seeking (4),
-# recognition from none to e^3.
+# The grid searched (every combination). v4 widened it past the three edges the v3 fit sat on
+# (self_weight 0.1 -> 0, support_power 4 -> 6, recognition_gap -1 -> -2) and added the lapse; it dropped
+# support powers below 1, which v3's profile put at Δχ² 20 (0.5) and 6 (1). Bounds: a reader's own
+# attempt counts from nothing to ~6 votes, support from proportional (1) to near-unanimity-seeking (6),
+# recognition from none to e^3, a lapse from never to half the items of a reader that is always wrong.
 GRID: Mapping[str, Sequence[float]] = {
-    "self_weight": (0.1, 0.25, 0.5, 1.0, 2.0),
+    "self_weight": (0.0, 0.1, 0.5, 2.0),
     "self_confidence": (0.0, 1.0, 2.0, 4.0),
-    "support_power": (0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
-    "recognition_max": (0.0, 0.5, 1.0, 2.0, 3.0),
-    "recognition_gap": (-1.0, 0.0, 1.0, 2.0),
+    "support_power": (1.0, 2.0, 3.0, 4.0, 6.0),
+    "recognition_max": (0.0, 0.5, 1.0, 3.0),
+    "recognition_gap": (-2.0, -1.0, 0.0, 2.0),
+    "lapse_max": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5),
 }
 # Profiles: the grid points within DELTA_CHI2 of the best fit form the confidence region (about a
 # 95% region for one derived quantity); low and high are its points of least and most synthesis gain.
@@ -288,9 +308,10 @@ def profile_likelihood(points: Sequence[tuple[float, Sequence[float]]], names: S
       per_value[values[i]] = min(per_value.get(values[i], math.inf), c)
     ordered = sorted(per_value)
     argbest = min(ordered, key=lambda v: per_value[v])
+    inside = [v for v in ordered if per_value[v] - best <= DELTA_CHI2]
     out[name] = {"delta_chi2": {f"{v:g}": round(per_value[v] - best, 3) for v in ordered},
                  "best": argbest, "edge": argbest in (ordered[0], ordered[-1]),
-                 "free": all(per_value[v] - best <= DELTA_CHI2 for v in ordered)}
+                 "free": len(inside) == len(ordered), "region_range": [inside[0], inside[-1]]}
   return out
 
 

@@ -425,7 +425,10 @@ AGGREGATION_SOURCES = {
     "support_power": ("fitted", "MoA T8, Self-MoA T3/T7 (experiments/fit_sim.py)"),
     "recognition_max": ("fitted", "MoA T8, Self-MoA T3/T7 (experiments/fit_sim.py)"),
     "recognition_gap": ("fitted", "MoA T8, Self-MoA T3/T7 (experiments/fit_sim.py)"),
+    "lapse_max": ("fitted", "MoA T8, Self-MoA T3/T7 (experiments/fit_sim.py)"),
     "dilution_tokens": ("assumed", "no published row varies context length at fixed candidates"),
+    "unplaced_support": ("assumed", "no published rate of adopting another question's answers; moves: how often "
+                                    "a reader takes answers it cannot place as answers to its item (MATH, code)"),
 }
 
 
@@ -477,8 +480,9 @@ def reading_constants() -> list[dict[str, Any]]:
        "sensitivity": "the weight of those rows in chi-square"},
       {"name": "aggregation_fit.GRID bounds", "value": {k: [min(v), max(v)] for k, v in F.GRID.items()},
        "status": "assumed", "source": "experiment/aggregation_fit.py",
-       "sensitivity": "issue 28: the best fit sits on three edges (self_weight min, support_power max, "
-                      "recognition_gap min): the region is not closed inside these bounds"},
+       "sensitivity": "v4 widened v3's three edges; the best fit still sits on two (self_weight 0, support_power "
+                      "6), each with a flat profile beyond (Δχ² < 0.6 from support power 3 up): the data bound them "
+                      "on one side only (table 'Profile likelihood')"},
   ]
 
 

@@ -144,6 +144,10 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
                 f"measured {c['measured']:.2f}% against {c['target']:.2f}%" for c in cut]
     lines.append("")
   lines += aggregation_fit_markdown(record.get("aggregation_fit"))
+  lines += ["## Held-out prompt suite", "",
+            "Thirty prompts from other public codebases (none of this suite's templates) sent through the official "
+            "openai client, each against a bound from published evidence: `sim_heldout_prompts.md` beside this file "
+            "(`make calibrate`'s second step, `experiments/sim_heldout_prompts.py --n_items=150`).", ""]
   lines += parameters_markdown(record.get("parameters"))
   lines += ["## Provenance", "", "Command:", "", "```", prov["command"], "```", ""]
   lines += ["```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
@@ -179,12 +183,22 @@ def aggregation_fit_markdown(agg: Mapping[str, Any] | None) -> list[str]:
         "'Calibration: what the aggregation fit does not reproduce'."]
   profile = agg.get("profile_likelihood")
   if profile:
+    profiles = agg.get("profiles", {})
     lines += ["", "### Profile likelihood of each parameter (Δχ² at each grid value, others free)", "",
-              "| Parameter | Δχ² by value | Best | On the grid's edge | Free (all values within Δχ² 4) |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {name} | " + ", ".join(f"{v}: {d:g}" for v, d in pl["delta_chi2"].items())
-              + f" | {pl['best']:g} | {'yes' if pl['edge'] else 'no'} | {'**yes**' if pl['free'] else 'no'} |"
-              for name, pl in profile.items()]
+              "A value is inside the confidence region when its Δχ² ≤ 4; `Spanned` says whether the low and high "
+              "profiles between them reach both ends of that range (they are chosen on the synthesis gain, so a "
+              "direction that does not move the gain may be left unspanned; the sensitivity run varies only what "
+              "they span).", "",
+              "| Parameter | Δχ² by value | Best | On the grid's edge | Free (all values within Δχ² 4) "
+              "| Inside the region | low / fitted / high | Spanned |", "|---|---|---|---|---|---|---|---|"]
+    for name, pl in profile.items():
+      got = [profiles[k][name] for k in ("low", "fitted", "high") if name in profiles.get(k, {})]
+      lo, hi = pl.get("region_range", [None, None])
+      spanned = "" if not got or lo is None else ("yes" if min(got) <= lo and max(got) >= hi else "**no**")
+      lines.append(f"| {name} | " + ", ".join(f"{v}: {d:g}" for v, d in pl["delta_chi2"].items())
+                   + f" | {pl['best']:g} | {'yes' if pl['edge'] else 'no'} | {'**yes**' if pl['free'] else 'no'} | "
+                   + (f"{lo:g} to {hi:g}" if lo is not None else "") + " | "
+                   + " / ".join(f"{v:g}" for v in got) + f" | {spanned} |")
   return lines + [""]
 
 

@@ -85,12 +85,14 @@ class World:
 
 
 def luce_choice(agg: P.Aggregation, own: np.ndarray, candidates: np.ndarray, own_logit: np.ndarray,
-                context_tokens: float, u: np.ndarray, n_answers: int) -> np.ndarray:
-  """The reader's final answer per item: `Aggregation.luce_weight` over the distinct answers present.
+                context_tokens: float, u: np.ndarray, n_answers: int, u_lapse: np.ndarray | None = None) -> np.ndarray:
+  """The reader's final answer per item: `Aggregation.luce_weight` over the distinct answers present, or
+  its own attempt where it lapses (`Aggregation.lapse`; every synthetic answer is placed).
 
   Args:
     own: (items,) the reader's own attempt. candidates: (items, n) answers in its prompt.
     own_logit: (items,) the reader's logit. u: (items,) uniforms. n_answers: 1 + n_wrong.
+    u_lapse: (items,) uniforms of the lapse (None: no lapse drawn, as with lapse_max 0).
   """
   n = own.shape[0]
   counts = np.zeros((n, n_answers))
@@ -104,7 +106,10 @@ def luce_choice(agg: P.Aggregation, own: np.ndarray, candidates: np.ndarray, own
   w = np.where(support > 0, np.power(np.maximum(support, 1e-300), agg.support_power), 0.0)
   w[:, 0] *= np.exp(kappa)
   cum = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
-  return np.minimum((u[:, None] >= cum).sum(axis=1), n_answers - 1)
+  chosen = np.minimum((u[:, None] >= cum).sum(axis=1), n_answers - 1)
+  if u_lapse is None:
+    return chosen
+  return np.where(u_lapse < agg.lapse_max * (1.0 - p_self), own, chosen)
 
 
 def vote(answers: np.ndarray, u: np.ndarray, n_answers: int) -> np.ndarray:

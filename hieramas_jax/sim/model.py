@@ -107,6 +107,7 @@ class Answer:
   key: object
   text: str
   correct: bool
+  placed: bool = True  # an answer to this item (params.Aggregation.unplaced_support otherwise)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +198,7 @@ class BehaviourModel:
     # Greedy decoding (T = 0) ignores the sample index: every sample is the same reply.
     sample = sample_index if temp > 0 else 0
     # One digest per request: u[0] own correctness, u[1] which answer, u[2] choice among the
-    # candidates, u[3] wording, u[4] reasoning length, u[5] slip.
+    # candidates, u[3] wording, u[4] reasoning length, u[5] slip, u[6] the reader's lapse.
     u = uniforms("sample", self.seed, model, fingerprint, temp, top_p, sample)
     kind = prompt_kind(view)
     if view.recognised is None:
@@ -215,7 +216,7 @@ class BehaviourModel:
     final = own
     if view.candidates:
       context_tokens = view.context_chars / P.CHARS_PER_TOKEN
-      final = self.choose(own, self.candidate_answers(view), logit, context_tokens, u[2])
+      final = self.choose(own, self.candidate_answers(view), logit, context_tokens, u[2], u[6])
     domain = item.domain
     text = render.answer_text(item, final.text, self._prose_tokens(model, domain, kind), final is not own, u[3])
     reasoning = self._reasoning_tokens(model, domain, kind != "answer",
@@ -269,29 +270,44 @@ class BehaviourModel:
           out.append(Answer(k, rec.letter_of(k), k == LETTERS.index(item.answer)))
       elif item.benchmark == "math":
         key = reading.math_key(text)
-        out.append(Answer(key, text.strip(), key == reading.math_key(item.answer)))
+        out.append(Answer(key, text.strip(), key == reading.math_key(item.answer), key in self._placed_keys(item)))
       else:
         key = reading.code_key(text)
-        out.append(Answer(key, text, key in self._correct_keys(item)))
+        out.append(Answer(key, text, key in self._correct_keys(item), key in self._placed_keys(item)))
     return out
 
   @functools.lru_cache(maxsize=4096)
   def _correct_keys(self, item: Item) -> frozenset:
     return frozenset(reading.code_key(c) for c in self.correct_programs(item))
 
+  @functools.lru_cache(maxsize=4096)
+  def _placed_keys(self, item: Item) -> frozenset:
+    """Answers a reader can place as answers to this item: the right ones and the near misses any model
+    of the pool gives (MATH's wrong-answer pool, HumanEval+'s mutants). Why: an answer from another
+    question (another number, a program for another function) is judged by content, not counted as
+    support (issue 28: two foreign proposals were adopted 43% of the time)."""
+    if item.benchmark == "math":
+      return frozenset([reading.math_key(item.answer)] + [reading.math_key(w) for w in self.math_wrong[item.id]])
+    return self._correct_keys(item) | frozenset(reading.code_key(m) for m in self.mutants[item.id])
+
   def choose(self, own: Answer, candidates: Sequence[Answer], own_logit: float,
-             context_tokens: float, u: float) -> Answer:
-    """Luce choice among the distinct answers present (the profile's `Aggregation.luce_weight`).
+             context_tokens: float, u: float, u_lapse: float = 1.0) -> Answer:
+    """Luce choice among the distinct answers present (the profile's `Aggregation.luce_weight`), unless
+    the reader lapses (`Aggregation.lapse`, decided by `u_lapse`) and keeps its own attempt.
 
     Ties in weight keep the order of first appearance, the own attempt first.
     """
-    counts: collections.Counter = collections.Counter(a.key for a in candidates)
+    agg = self.aggregation
+    p_self = 1.0 / (1.0 + math.exp(-own_logit))
+    if u_lapse < agg.lapse(p_self):
+      return own
+    counts: collections.Counter = collections.Counter()
+    for a in candidates:
+      counts[a.key] += 1.0 if a.placed else agg.unplaced_support
     first: dict[object, Answer] = {own.key: own}
     for a in candidates:
       first.setdefault(a.key, a)
-    agg = self.aggregation
     kappa = agg.recognition(own_logit, context_tokens)
-    p_self = 1.0 / (1.0 + math.exp(-own_logit))
     weights = [agg.luce_weight(counts.get(key, 0), key == own.key, ans.correct, kappa, p_self)
                for key, ans in first.items()]
     return list(first.values())[_invert(weights, u)]

@@ -98,10 +98,15 @@ CORRECT_CODE_PRIOR = (1.0, 0.6, 0.4, 0.3)
 #     kappa = recognition_max * sigmoid(own logit + recognition_gap) / (1 + context_tokens / dilution_tokens)
 # Support pulls (support_power > 1: a majority pulls more than its share); recognising a correct
 # answer grows with the reader's competence on the item; a reader that is usually right weighs its
-# own attempt more; long contexts dilute the recognition. Every number is fitted on families 1-3 of
-# the published evidence (MoA, Self-MoA, voting) by `experiments/fit_sim.py`
-# (`experiment/sim_fit.py`, mechanism-level, relative effects matched by solo accuracy), except
-# dilution_tokens (no published row varies context length at fixed candidates: assumed).
+# own attempt more; long contexts dilute the recognition. Before weighing, the reader lapses with
+# probability lapse_max * (1 - p_self): it answers with its own attempt, as if it had read nothing (a
+# weak aggregator fails to integrate stronger proposals). A candidate whose answer the reader cannot
+# place as an answer to this item (a MATH answer outside the item's correct and near-miss answers, a
+# program for another function: text from another question) counts unplaced_support instead of 1.
+# Every number is fitted on families 1-3 of the published evidence (MoA, Self-MoA, voting) by
+# `experiments/fit_sim.py` (`experiment/sim_fit.py`, mechanism-level, relative effects matched by solo
+# accuracy), except dilution_tokens (no published row varies context length at fixed candidates) and
+# unplaced_support (no published adoption rate of another question's answers): both assumed.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,9 @@ class Aggregation:
   support_power: float
   recognition_max: float
   recognition_gap: float
+  lapse_max: float = 0.0
   dilution_tokens: float = 6000.0
+  unplaced_support: float = 0.05
 
   def recognition(self, own_logit: float, context_tokens: float) -> float:
     """kappa: the log-weight bonus of a correct candidate for a reader with this own logit."""
@@ -128,24 +135,36 @@ class Aggregation:
     """Votes the reader's own attempt counts for: more for a reader that is usually right."""
     return self.self_weight + self.self_confidence * p_self
 
+  def lapse(self, p_self: float) -> float:
+    """P(the reader does not weigh the candidates at all and answers with its own attempt).
+
+    Why: a weak aggregator over stronger proposers ends below the best of them in the published rows
+    (Mixture-of-Agents T8: dbrx -8.8, Qwen1.5-72B -1.8, Mixtral -1.0; Self-MoA T3 MATH -1.15), which a
+    reader that only weighs support and recognition cannot do (issue 28: +4.4 above them). A reader that
+    is usually wrong on the item (low p_self) is the one that fails to integrate what it reads.
+    """
+    return self.lapse_max * (1.0 - p_self)
+
   def luce_weight(self, count: float, own: bool, correct: bool, kappa: float, p_self: float = 0.0) -> float:
-    """Unnormalised Luce weight of one distinct candidate answer."""
+    """Unnormalised Luce weight of one distinct candidate answer (`count`: its support in the prompt,
+    unplaced answers already scaled by `unplaced_support`)."""
     return ((count + (self.own_votes(p_self) if own else 0.0)) ** self.support_power
             * (math.exp(kappa) if correct else 1.0))
 
 
-# Fields of `Aggregation` the fit chooses (dilution_tokens is assumed).
-FITTED_AGGREGATION = ("self_weight", "self_confidence", "support_power", "recognition_max", "recognition_gap")
+# Fields of `Aggregation` the fit chooses (dilution_tokens and unplaced_support are assumed).
+FITTED_AGGREGATION = ("self_weight", "self_confidence", "support_power", "recognition_max", "recognition_gap",
+                      "lapse_max")
 
 # [fitted: python experiments/fit_sim.py -> hieramas_jax/data/sim/collaboration_fit.json `profiles`;
 #  a test checks these literals agree with that file]
 PROFILES: Mapping[str, Aggregation] = {
-    "low": Aggregation(self_weight=0.1, self_confidence=1.0, support_power=2.0,
-                       recognition_max=0.5, recognition_gap=0.0),
-    "fitted": Aggregation(self_weight=0.1, self_confidence=2.0, support_power=4.0,
-                          recognition_max=0.5, recognition_gap=-1.0),
-    "high": Aggregation(self_weight=0.5, self_confidence=1.0, support_power=4.0,
-                        recognition_max=1.0, recognition_gap=1.0),
+    "low": Aggregation(self_weight=0.1, self_confidence=0.0, support_power=3.0,
+                       recognition_max=0.5, recognition_gap=-2.0, lapse_max=0.2),
+    "fitted": Aggregation(self_weight=0.0, self_confidence=2.0, support_power=6.0,
+                          recognition_max=0.5, recognition_gap=-1.0, lapse_max=0.2),
+    "high": Aggregation(self_weight=0.0, self_confidence=2.0, support_power=6.0,
+                        recognition_max=1.0, recognition_gap=2.0, lapse_max=0.05),
 }
 DEFAULT_PROFILE = "fitted"
 
