@@ -267,3 +267,16 @@ def test_the_profile_likelihood_is_the_least_chi2_per_value_and_flags_free_and_e
   assert pl["a"]["delta_chi2"] == {"0": 0.0, "1": 1.0, "2": 11.0} and pl["a"]["best"] == 0
   assert pl["a"]["edge"] and not pl["a"]["free"]
   assert pl["b"]["delta_chi2"] == {"0": 0.0, "1": 2.0} and pl["b"]["free"]
+
+
+def test_the_profile_likelihood_table_says_which_region_values_the_low_and_high_profiles_span():
+  from hieramas_jax.report.calibration import aggregation_fit_markdown  # pylint: disable=import-outside-toplevel
+  agg = {"region_size": 3, "delta_chi2": 4.0, "best_chi2": 1.0, "n_items": 10, "rows": [],
+         "profiles": {"low": {"a": 0.0, "b": 1.0}, "fitted": {"a": 1.0, "b": 1.0}, "high": {"a": 2.0, "b": 2.0}},
+         "profile_likelihood": {
+             "a": {"delta_chi2": {"0": 1.0, "1": 0.0, "2": 3.9, "3": 9.0}, "best": 1.0, "edge": False, "free": False},
+             "b": {"delta_chi2": {"0": 0.5, "1": 0.0, "2": 0.1}, "best": 1.0, "edge": False, "free": True}}}
+  lines = {line.split(" |")[0]: line for line in aggregation_fit_markdown(agg) if line.startswith("| a |")
+           or line.startswith("| b |")}
+  assert lines["| a"].endswith("| 0 to 2 | 0 / 1 / 2 | yes |")       # 3 is outside the region (Δχ² 9)
+  assert lines["| b"].endswith("| 0 to 2 | 1 / 1 / 2 | **no** |")    # 0 is inside, no profile reaches it

@@ -308,10 +308,9 @@ def profile_likelihood(points: Sequence[tuple[float, Sequence[float]]], names: S
       per_value[values[i]] = min(per_value.get(values[i], math.inf), c)
     ordered = sorted(per_value)
     argbest = min(ordered, key=lambda v: per_value[v])
-    inside = [v for v in ordered if per_value[v] - best <= DELTA_CHI2]
     out[name] = {"delta_chi2": {f"{v:g}": round(per_value[v] - best, 3) for v in ordered},
                  "best": argbest, "edge": argbest in (ordered[0], ordered[-1]),
-                 "free": len(inside) == len(ordered), "region_range": [inside[0], inside[-1]]}
+                 "free": all(per_value[v] - best <= DELTA_CHI2 for v in ordered)}
   return out
 
 

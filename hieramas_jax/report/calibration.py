@@ -193,7 +193,8 @@ def aggregation_fit_markdown(agg: Mapping[str, Any] | None) -> list[str]:
               "| Inside the region | low / fitted / high | Spanned |", "|---|---|---|---|---|---|---|---|"]
     for name, pl in profile.items():
       got = [profiles[k][name] for k in ("low", "fitted", "high") if name in profiles.get(k, {})]
-      lo, hi = pl.get("region_range", [None, None])
+      inside = [float(v) for v, d in pl["delta_chi2"].items() if d <= agg["delta_chi2"]]
+      lo, hi = (min(inside), max(inside)) if inside else (None, None)
       spanned = "" if not got or lo is None else ("yes" if min(got) <= lo and max(got) >= hi else "**no**")
       lines.append(f"| {name} | " + ", ".join(f"{v}: {d:g}" for v, d in pl["delta_chi2"].items())
                    + f" | {pl['best']:g} | {'yes' if pl['edge'] else 'no'} | {'**yes**' if pl['free'] else 'no'} | "
