@@ -188,3 +188,14 @@ def test_points_are_marked_against_the_first_with_outcomes():
   learning.mark_against_first(rows, outs, "sweep")
   assert rows[0]["vs_first"] is None and rows[1]["vs_first"] is None  # no outcomes; the reference itself
   assert rows[2]["vs_first"]["delta"] == pytest.approx(100 / 60) and rows[2]["vs_first"]["inside_noise"] is True
+
+
+def test_sweep_points_are_marked_against_the_first_point_of_their_own_seed():
+  """Two seeds are two simulated worlds: a point is compared with the first point of its own seed, never with
+  another seed's (the first committed K sweep paired seed 1's K = 200 with seed 0's K = 50)."""
+  out = lambda k: {"ids_sha256": "a", "correct": "1" * k + "0" * (60 - k)}  # noqa: E731
+  rows = [{}, {}, {}, {}]
+  learning.mark_against_first(rows, [out(30), out(40), out(31), out(50)], "sweep", [0, 1, 0, 1])
+  assert rows[0]["vs_first"] is None and rows[1]["vs_first"] is None   # each seed's reference
+  assert rows[2]["vs_first"]["delta"] == pytest.approx(100 / 60)       # seed 0: 31 vs 30
+  assert rows[3]["vs_first"]["delta"] == pytest.approx(1000 / 60)      # seed 1: 50 vs 40

@@ -199,11 +199,19 @@ def short_verdicts(v: Mapping[str, Any]) -> str:
   return f"stage 1 {one(v['stage1'])} · stage 2 {one(v['stage2'])}"
 
 
-def mark_against_first(rows: list[dict[str, Any]], outcomes: Sequence[Mapping[str, Any] | None], key: str) -> None:
-  """Sets each row's "vs_first": its paired difference from the first row with outcomes (sweeps: the first
-  grid point; the frontier: the lowest cost weight), with the inside-noise mark; None for that row itself."""
-  ref = next((i for i, o in enumerate(outcomes) if o), None)
+def mark_against_first(rows: list[dict[str, Any]], outcomes: Sequence[Mapping[str, Any] | None], key: str,
+                       groups: Sequence[Any] | None = None) -> None:
+  """Sets each row's "vs_first": its paired difference from the first row with outcomes in its group (sweeps:
+  the first grid point of the same seed; the frontier: the lowest cost weight), with the inside-noise mark;
+  None for that row itself. Why groups: rows of two seeds answer the same query ids in two simulated worlds,
+  so a paired difference between them pairs nothing."""
+  groups = [None] * len(rows) if groups is None else list(groups)
+  refs: dict[Any, int] = {}
+  for i, o in enumerate(outcomes):
+    if o and groups[i] not in refs:
+      refs[groups[i]] = i
   for i, (row, o) in enumerate(zip(rows, outcomes)):
+    ref = refs.get(groups[i])
     row["vs_first"] = None if ref is None or i == ref else compare_rows(o, outcomes[ref], f"{key}|{i}")
 
 

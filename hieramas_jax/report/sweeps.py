@@ -40,7 +40,7 @@ def sweep_record(spec: Mapping[str, Any], points: Sequence[Mapping[str, Any]], p
       row["verdicts"] = learning.cell_verdicts(r.get("fit"), pathlib.Path(p["results_file"]).name)
     rows.append(row)
   outcomes = [(p.get("results") or {}).get("outcomes") for p in points]
-  learning.mark_against_first(rows, outcomes, spec["name"])
+  learning.mark_against_first(rows, outcomes, spec["name"], [r["values"].get("seed") for r in rows])
   backend = ",".join(sorted(b for b in backends if b)) or None
   return {"name": spec["name"], "description": spec.get("description", ""), "program": spec["program"],
           "flags": dict(spec.get("flags", {})), "grid": dict(spec["grid"]), "rows": rows, "backend": backend,
@@ -57,7 +57,8 @@ def sweep_markdown(record: Mapping[str, Any]) -> str:
   if record.get("description"):
     lines += [record["description"], ""]
   lines += [f"Program `{record['program']}`; fixed flags `{json.dumps(record['flags'], sort_keys=True)}`.", "",
-            "Accuracy: (vs comparison ...) is the paired difference from the first point on the same test queries "
+            "Accuracy: (vs comparison ...) is the paired difference from the first point of the same seed on the "
+            "same test queries "
             "(95% interval; *inside noise* when it holds 0). Learned: the learning verdicts (report/learning.py).",
             "",
             "| " + " | ".join(names) + " | accuracy % | $/query | mean reward | active roles | n | learned | results |",
