@@ -52,8 +52,7 @@ class Row:
     kind: "synthesis" (one reader over the members' answers), "vote" (plurality of the members),
       "usc" (a reader over samples of itself vs their vote), "debate" (agents x rounds, final
       vote), "debate_vs_sc" (debate vs a vote of as many samples), "revision" (a reader shown
-      its own previous answer), "conformity" (a reader shown a unanimous wrong answer of `members`'
-      size: the share of the items it got right alone on which it ends with that wrong answer, in %).
+      its own previous answer).
     members: (model, solo accuracy %, samples) groups whose answers are read or voted.
     reader: (model, solo accuracy %) of the reader, for synthesis.
     baseline: "best_member", "reader" or "single" (the first member's solo accuracy).
@@ -78,9 +77,6 @@ class Row:
   @property
   def interval(self) -> float:
     """Half-width of the published effect's 95% interval."""
-    if self.kind == "conformity":  # one proportion, on the items the reader got right alone
-      p = min(max(self.target / 100.0, 0.05), 0.95)
-      return 1.96 * 100.0 * math.sqrt(p * (1 - p) / (self.n * self.reader[1] / 100.0))
     p = min(max(max(a for _, a, _ in self.members) / 100.0, 0.05), 0.95)
     return 1.96 * 100.0 * math.sqrt(2 * p * (1 - p) / self.n)
 
@@ -153,14 +149,10 @@ class Prepared:
     self.world = world
     rng = np.random.default_rng([seed, sum(map(ord, row.name))])
     self.n_answers = 1 + world.pop.n_wrong
-    if row.kind == "conformity":  # confederates: one wrong answer (1), unanimous
-      self.members = np.ones((world.pop.n_items, sum(k for _, _, k in row.members)), dtype=int)
-      self.solo = {}
-    else:
-      groups = [world.attempts(m, a / 100.0, k, row.temperature, rng)[0] for m, a, k in row.members]
-      self.members = np.concatenate(groups, axis=1)
-      self.solo = {m: M.accuracy(world.attempts(m, a / 100.0, 1, row.temperature, rng)[0][:, 0])
-                   for m, a, _ in row.members}
+    groups = [world.attempts(m, a / 100.0, k, row.temperature, rng)[0] for m, a, k in row.members]
+    self.members = np.concatenate(groups, axis=1)
+    self.solo = {m: M.accuracy(world.attempts(m, a / 100.0, 1, row.temperature, rng)[0][:, 0])
+                 for m, a, _ in row.members}
     self.u = rng.random((world.pop.n_items, 8))
     if row.reader is not None:
       name, acc = row.reader
@@ -189,11 +181,6 @@ class Prepared:
     ctx = lambda k: k * TOKENS_PER_CANDIDATE  # noqa: E731
     if row.kind == "vote":
       return M.accuracy(M.vote(self.members, self.u[:, 0], n_ans)) - self.baseline()
-    if row.kind == "conformity":
-      final = M.luce_choice(agg, self.reader_own, self.members, self.reader_logit, ctx(self.members.shape[1]),
-                            self.u[:, 0], n_ans, self.u_lapse[:, 0])
-      right = self.reader_own == 0
-      return 100.0 * float(np.mean(final[right] == 1))
     if row.kind == "synthesis":
       final = M.luce_choice(agg, self.reader_own, self.members, self.reader_logit, ctx(self.members.shape[1]),
                             self.u[:, 0], n_ans, self.u_lapse[:, 0])
