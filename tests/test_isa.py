@@ -26,7 +26,8 @@ def clean_env(monkeypatch):
 def test_the_pin_sets_each_library_s_variable_keeps_the_user_s_and_extends_xla_flags(clean_env):
   assert isa.pin() == isa.LEVELS["avx2"]
   assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2" and os.environ["OMP_NUM_THREADS"] == "1"
-  assert os.environ["XLA_FLAGS"] == "--xla_cpu_max_isa=AVX2 --xla_cpu_multi_thread_eigen=false"
+  assert os.environ["XLA_FLAGS"] == ("--xla_cpu_max_isa=AVX2 --xla_cpu_multi_thread_eigen=false "
+                                     "--xla_cpu_enable_platform_dependent_math=false")
   for name in isa.VARIABLES:
     clean_env.delenv(name)
   clean_env.setenv("MKL_CBWR", "AVX2")
@@ -34,7 +35,7 @@ def test_the_pin_sets_each_library_s_variable_keeps_the_user_s_and_extends_xla_f
   set_now = isa.pin()
   assert "MKL_CBWR" not in set_now and os.environ["MKL_CBWR"] == "AVX2"  # the user's choice stands
   assert os.environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=2 --xla_cpu_max_isa=AVX2 "
-                                     "--xla_cpu_multi_thread_eigen=false")
+                                     "--xla_cpu_multi_thread_eigen=false --xla_cpu_enable_platform_dependent_math=false")
   assert "XLA_FLAGS" not in isa.pin()  # every flag of the pin already there: left alone
   clean_env.setenv(isa.LEVEL_ENV, "native")
   assert isa.pin() == {} and isa.embedding_tag() == ""
