@@ -74,6 +74,23 @@ def test_importing_the_suite_pins_torch_and_jax_before_they_load():
       "error: HIERAMAS_ISA='avx9': known levels are avx2, sse4.2, native"]
 
 
+def test_the_pin_makes_xla_s_rsqrt_exact_so_no_cpu_s_approximation_table_reaches_the_bytes():
+  """XLA:CPU lowers rsqrt and 1/sqrt to RSQRTPS plus a Newton step unless platform-dependent math is off;
+  RSQRTPS's table is the CPU's own (it made the stage-2 scorer differ between two CPUs, issue 29). Pinned,
+  both equal numpy's correctly rounded 1/sqrt on every value; unpinned they do not (the check can fail)."""
+  code = ("import hieramas_jax, numpy as np, jax, jax.numpy as jnp\n"
+          "x = np.arange(1, 1 << 16, dtype=np.float32) / np.float32(7)\n"
+          "exact = (np.float32(1) / np.sqrt(x)).astype(np.float32)\n"
+          "r = np.asarray(jax.jit(jax.lax.rsqrt)(x)); d = np.asarray(jax.jit(lambda v: 1.0 / jnp.sqrt(v))(x))\n"
+          "print(int((r != exact).sum()), int((d != exact).sum()))\n")
+  pinned = _fresh(code)
+  assert pinned.returncode == 0, pinned.stderr[-2000:]
+  assert pinned.stdout.split() == ["0", "0"]
+  native = _fresh(code, HIERAMAS_ISA="native")
+  assert native.returncode == 0, native.stderr[-2000:]
+  assert int(native.stdout.split()[0]) > 0
+
+
 @pytest.mark.slow
 def test_each_level_is_honoured_and_reproducible_on_this_cpu():
   """The lower level gives other bytes than the pinned one (each library reads its variable: the pin is not
