@@ -24,7 +24,9 @@ reads when it first computes:
 What is shown and what is not (README, "Same bytes on any CPU"; results/bench.json key `isa`): each library
 honours its variable on an AVX-512 Xeon. Under an emulated AMD EPYC-Rome (AVX2; QEMU user mode) the embeddings
 made with MKL_CBWR=AVX2 differed from the Xeon's (MKL's vendor dispatch); with COMPATIBLE they are equal
-(sha256 04169617... on both, measured 2026-12-03; `tests/test_isa.py`). COMPATIBLE costs speed: MiniLM
+(sha256 04169617... on both, measured 2026-12-03; `tests/test_isa.py`). The stage-2 scorer fitted on them
+was equal there only once platform-dependent math was off too (params f7486b17..., measured 2026-12-04 on an
+AVX-512 AMD EPYC host against the emulated EPYC-Rome). COMPATIBLE costs speed: MiniLM
 embedding took about 2.3x as long as with AVX2 (1,000 MMLU-Redux questions, one thread, a loaded 2-core machine;
 embeddings are cached, so a table pays it once per text). Not promised: CPUs without AVX2,
 other library versions (requirements.lock pins them), a thread count set by the user.
