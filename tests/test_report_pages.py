@@ -205,6 +205,23 @@ def test_the_sample_browser_shows_every_query_with_its_prompts_gold_and_grade(ti
   assert v["notRecorded"] == [] and v["mas"] == 1 and v["nodes"] == first["trace"]["config"]["nodes"].__len__()
 
 
+def test_rewriting_the_sample_browser_removes_cell_files_no_index_links(tiny_results, tmp_path):
+  """A cell rerun under another id left its old files behind: main's samples/ had grown to 1.1 GB beside a
+  738 MB report. A rewrite keeps exactly the files it wrote."""
+  from hieramas_jax.report.samples import write_samples  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "samples"
+  _, n = write_samples(tiny_results, out)
+  first = sorted(p.relative_to(out) for p in out.rglob("*.js"))
+  assert n > 0 and first
+  stale = [out / "cells" / "gone.js", out / "cells" / "gone" / "0.js"]
+  for p in stale:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("window.SAMPLES_LOADED('gone', {});\n")
+  write_samples(tiny_results, out)
+  assert sorted(p.relative_to(out) for p in out.rglob("*.js")) == first
+  assert not (out / "cells" / "gone").exists()
+
+
 def test_the_cost_accuracy_plot_takes_the_extended_table_when_there_is_one(tmp_path):
   """Issue 32: the plot shows the methods beyond the paper, which only table1_extended.json holds."""
   from hieramas_jax.report.html import cost_accuracy_section  # pylint: disable=import-outside-toplevel

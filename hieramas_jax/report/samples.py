@@ -185,25 +185,42 @@ def write_samples(results: str | pathlib.Path, out_dir: str | pathlib.Path,
   from hieramas_jax.fileio import atomic_write_text  # pylint: disable=import-outside-toplevel
   results, out_dir = pathlib.Path(results), pathlib.Path(out_dir)
   cells = sample_cells(results, pathlib.Path(run_root) if run_root is not None else None)
-  manifest, absent = [], []
+  manifest, absent, written = [], [], set()
   for cell in cells:
     data = cell_data(cell)
     if data.get("missing"):  # not on this machine: counted, not listed as an empty "(0/0)" cell
       absent.append(cell["key"])
       continue
     listing, chunks = split_cell(data)
-    atomic_write_text(out_dir / "cells" / f"{cell['id']}.js",
-                      f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {_js(listing)});\n")
+    files = {out_dir / "cells" / f"{cell['id']}.js":
+             f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {_js(listing)});\n"}
     for k, chunk in enumerate(chunks):
-      atomic_write_text(out_dir / "cells" / cell["id"] / f"{k}.js",
-                        f"window.SAMPLES_CHUNK({json.dumps(cell['id'])}, {k}, {_js(chunk)});\n")
+      files[out_dir / "cells" / cell["id"] / f"{k}.js"] = (
+          f"window.SAMPLES_CHUNK({json.dumps(cell['id'])}, {k}, {_js(chunk)});\n")
+    for file, text in files.items():
+      atomic_write_text(file, text)
+    written.update(files)
     manifest.append({**{k: cell[k] for k in ("id", "key", "table", "method", "benchmark", "pool", "setting",
                                                 "seed", "run_dir")},
                      "title": paper.method_title(cell["method"]), "n": len(data["items"]),
                      "n_correct": sum(it["correct"] for it in data["items"])})
   path = out_dir / "index.html"
   atomic_write_text(path, render_index(manifest, absent))
+  _remove_stale(out_dir / "cells", written)
   return path, len(manifest)
+
+
+def _remove_stale(cells_dir: pathlib.Path, written: set[pathlib.Path]) -> None:
+  """Deletes the cell files an earlier report wrote and this one did not (cells since rerun under another
+  id, or gone): no index links them, and they piled up (1.1 GB of samples beside a 738 MB report)."""
+  if not cells_dir.is_dir():
+    return
+  for file in sorted(cells_dir.rglob("*.js"), reverse=True):
+    if file not in written:
+      file.unlink()
+  for folder in sorted((d for d in cells_dir.rglob("*") if d.is_dir()), reverse=True):
+    if not any(folder.iterdir()):
+      folder.rmdir()
 
 
 def _js(obj: Any) -> str:
