@@ -48,7 +48,7 @@ def _digest(arrays: Sequence[Any]) -> str:
 def probe(n_queries: int = PROBE_QUERIES, graphs: int = PROBE_GRAPHS, epochs: int = PROBE_EPOCHS,
           seed: int = 0, fit: bool = True) -> dict[str, Any]:
   """Embeddings and a fitted stage-2 scorer at this process's pin: their sha256 and the seconds each took.
-  `fit=False`: the embeddings only (under emulation, XLA's compile alone takes tens of minutes)."""
+  `fit=False`: the embeddings only (the faster probe under emulation)."""
   # pylint: disable=import-outside-toplevel
   from hieramas_jax.benchmarks.data import load_items
   from hieramas_jax.learn.encoder import SentenceEncoder
