@@ -192,14 +192,13 @@ def write_samples(results: str | pathlib.Path, out_dir: str | pathlib.Path,
       absent.append(cell["key"])
       continue
     listing, chunks = split_cell(data)
-    files = {out_dir / "cells" / f"{cell['id']}.js":
-             f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {_js(listing)});\n"}
+    listing_file = out_dir / "cells" / f"{cell['id']}.js"
+    atomic_write_text(listing_file, f"window.SAMPLES_LOADED({json.dumps(cell['id'])}, {_js(listing)});\n")
+    written.add(listing_file)
     for k, chunk in enumerate(chunks):
-      files[out_dir / "cells" / cell["id"] / f"{k}.js"] = (
-          f"window.SAMPLES_CHUNK({json.dumps(cell['id'])}, {k}, {_js(chunk)});\n")
-    for file, text in files.items():
-      atomic_write_text(file, text)
-    written.update(files)
+      chunk_file = out_dir / "cells" / cell["id"] / f"{k}.js"
+      atomic_write_text(chunk_file, f"window.SAMPLES_CHUNK({json.dumps(cell['id'])}, {k}, {_js(chunk)});\n")
+      written.add(chunk_file)
     manifest.append({**{k: cell[k] for k in ("id", "key", "table", "method", "benchmark", "pool", "setting",
                                                 "seed", "run_dir")},
                      "title": paper.method_title(cell["method"]), "n": len(data["items"]),
@@ -215,10 +214,10 @@ def _remove_stale(cells_dir: pathlib.Path, written: set[pathlib.Path]) -> None:
   id, or gone): no index links them, and they piled up (1.1 GB of samples beside a 738 MB report)."""
   if not cells_dir.is_dir():
     return
-  for file in sorted(cells_dir.rglob("*.js"), reverse=True):
+  for file in list(cells_dir.rglob("*.js")):  # listed before any is removed
     if file not in written:
       file.unlink()
-  for folder in sorted((d for d in cells_dir.rglob("*") if d.is_dir()), reverse=True):
+  for folder in sorted((d for d in cells_dir.rglob("*") if d.is_dir()), reverse=True):  # children first
     if not any(folder.iterdir()):
       folder.rmdir()
 
