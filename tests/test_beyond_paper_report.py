@@ -111,19 +111,22 @@ def test_the_extended_table_shows_their_published_figures_with_locators_and_a_mi
           and "→" in l]
   assert len(rows) == 9  # 3 methods x 3 benchmarks
   maas_math = next(r for r in rows if r.startswith("| MaAS | MATH"))
-  # Published 51.82 (secondary source), Table 1, gpt-4o-mini, CoT 46.40: +5.42; ours: 50 - 50 = +0.00 per pool.
-  assert "| gpt-4o-mini | 51.82 (S) · Table 1 | CoT 46.40 (S) | +5.42 | GPT-5-Mini +0.00 / Qwen3-80B +0.00 |" \
+  # Published 51.82 (read from the paper), Table 1, gpt-4o-mini, CoT 46.40: +5.42; ours: 50 - 50 = +0.00 per pool.
+  assert "| gpt-4o-mini | 51.82 (P) · Table 1 | CoT 46.40 (P) | +5.42 | GPT-5-Mini +0.00 / Qwen3-80B +0.00 |" \
       in maas_math
-  assert "92.85 (S) · Table 1" in next(r for r in rows if r.startswith("| MaAS | HumanEval"))
+  assert "92.85 (P) · Table 1 | CoT 88.13 (P) | +4.72 |" in next(r for r in rows if r.startswith("| MaAS | HumanEval"))
   assert "| - (not in the paper) |" in next(r for r in rows if r.startswith("| MaAS | MMLU"))
-  # AgentPrune beats CoT by 50 points on every cell of this record; its paper's figures are not verified: `-`.
+  # AgentPrune's figures come from a transcription of its Table 1 (S); ours beat CoT by 50 points on this record.
   ap = next(r for r in rows if r.startswith("| AgentPrune | MMLU"))
-  assert "| - | - | - | - | GPT-5-Mini +50.00 / Qwen3-80B +50.00 |" in ap
+  assert "| 84.72 (S) · Table 1, row AgentPrune-C | CoT 82.65 (S) | +2.07 | GPT-5-Mini +50.00 / Qwen3-80B +50.00 |" in ap
+  # ARG-Designer's are not verified: `-`.
+  arg = next(r for r in rows if r.startswith("| ARG-Designer | MMLU"))
+  assert "| - | - | - | - | GPT-5-Mini" in arg
   # A figure missing from the data renders `-`, with its gain.
   gone = copy.deepcopy(derived)
   gone["beyond_paper"]["published"]["methods"]["maas"]["figures"]["math"]["figure"] = None
   row = next(l for l in table1_markdown(gone).splitlines() if l.startswith("| MaAS | MATH") and "→" in l)
-  assert "| gpt-4o-mini |" not in row and "| - | CoT 46.40 (S) | - |" in row
+  assert "| gpt-4o-mini |" not in row and "| - | CoT 46.40 (P) | - |" in row
   assert derived["beyond_paper"]["published"]["methods"]["maas"]["figures"]["math"]["locator"] == "Table 1"
 
 
