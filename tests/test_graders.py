@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gzip
+import hashlib
 import json
+import os
 import pathlib
 import re
 import threading
@@ -461,3 +463,20 @@ def test_graders_agree_with_a_hand_graded_set_of_real_model_outputs():
       assert g.correct == graders.math_equivalent(item.answer, r["hand_answer"])[0]
     else:
       assert g.extracted == r["hand_answer"] and g.correct == (r["hand_answer"] == item.answer)
+
+
+def test_a_benchmark_file_is_hashed_once_and_again_when_it_changes(tmp_path, monkeypatch):
+  """Gradings key their caches by the data hash; it is memoised, but never stale for an edited file."""
+  from hieramas_jax.benchmarks import data as bdata  # pylint: disable=import-outside-toplevel
+  name = "humaneval_plus"
+  copy = tmp_path / bdata.DATA_FILES[name]
+  copy.parent.mkdir(parents=True, exist_ok=True)
+  copy.write_bytes((bdata.BENCHMARK_DATA_DIR / bdata.DATA_FILES[name]).read_bytes())
+  monkeypatch.setattr(bdata, "BENCHMARK_DATA_DIR", tmp_path)
+  first = bdata.data_sha256(name)
+  assert first == hashlib.sha256(copy.read_bytes()).hexdigest()
+  hits = bdata._file_sha256.cache_info().hits  # pylint: disable=protected-access
+  assert bdata.data_sha256(name) == first and bdata._file_sha256.cache_info().hits == hits + 1
+  copy.write_bytes(copy.read_bytes() + b"\n")
+  os.utime(copy, ns=(1, 1))  # a new mtime even on a coarse clock
+  assert bdata.data_sha256(name) == hashlib.sha256(copy.read_bytes()).hexdigest() != first
