@@ -277,3 +277,24 @@ def test_a_table_imports_the_sdk_on_its_own_thread_before_any_cell_starts(tmp_pa
     imports = [e for e in events if e[0] == "import"]
     assert imports == ([("import", threading.current_thread().name)] if use_wandb else []), events
     assert [e[0] for e in events][len(imports):] == ["cell", "cell"]
+
+
+def test_runs_record_the_installed_packages_but_read_them_once_per_process(tmp_path, monkeypatch):
+  """Each run's requirements.txt lists the packages; the SDK's scan of every package's metadata (most of
+  opening a run) happens once, not once per run."""
+  import importlib.metadata  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.experiment import writers  # pylint: disable=import-outside-toplevel
+  wandb = writers.import_wandb()
+  reads = []
+  real = importlib.metadata.distributions
+  monkeypatch.setattr(importlib.metadata, "distributions", lambda *a, **k: reads.append(1) or real(*a, **k))
+  # A fresh memo (another test may have filled this process's): unwrap to the SDK's own reader and wrap again.
+  monkeypatch.setattr(wandb.util, "working_set", writers._sdk_working_set)  # pylint: disable=protected-access
+  writers.import_wandb()
+  for name in ("a", "b", "c"):
+    w = WandbWriter(tmp_path / name, {"seed": 0}, name=name)
+    w.close()
+  assert len(reads) == 1
+  for name in ("a", "b", "c"):
+    (req,) = (tmp_path / name).rglob("requirements.txt")
+    assert "wandb==" in req.read_text() and "jax==" in req.read_text()
