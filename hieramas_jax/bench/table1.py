@@ -10,8 +10,9 @@ cold: a fresh cache directory (responses, embeddings, grades, compiled XLA) and 
 call is made, every text embedded, every program graded and every step compiled. warm: the same caches,
 a fresh run root (every cell fits and evaluates again, every call replays from the response cache).
 rerun: the warm run's root again (everything is done: the cost of reading the table back). Reported with
-calls made and replayed, process and child CPU seconds, and the cells whose fit or
-evaluation took longest (what dominates).
+calls made and replayed, process and child CPU seconds, the cells whose fit or evaluation took longest
+(what dominates), and, for cold and warm, where the CPU went (`profile`: the runner process's CPU by
+category and its child processes', from `experiment.profile`, which samples about 1% of a core).
 
 What is timed is `experiments/reproduce_table1.py` of this checkout (the one this package lives in), run
 as a user runs it, in a process of its own.
@@ -33,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from hieramas_jax.bench.results import existing_entry, load_average, machine, publish
 from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import profile
 from hieramas_jax.experiment.provenance import provenance
 from hieramas_jax.paths import REPO_DIR
 from hieramas_jax.report.paper import TABLE1_METHODS
@@ -49,8 +51,11 @@ NOTE = ("cells run concurrently, so a table's wall is its slowest cell's fit plu
         "timed it")
 
 
-def _run(args: list[str], env: dict[str, str]) -> dict:
-  """One reproduce_table1.py process; wall, CPU (its own and its children's) and its last line."""
+def _run(args: list[str], env: dict[str, str], profile_to: pathlib.Path | None = None) -> dict:
+  """One reproduce_table1.py process; wall, CPU (its own and its children's) and its last line; with
+  `profile_to`, the process profiles itself there (`experiment.profile`) and the profile is returned too."""
+  if profile_to is not None:
+    env = {**env, profile.ENV: str(profile_to)}
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.monotonic()
   proc = subprocess.run([sys.executable, str(REPRODUCE), *args], capture_output=True, text=True, env=env,
@@ -59,9 +64,47 @@ def _run(args: list[str], env: dict[str, str]) -> dict:
   after = resource.getrusage(resource.RUSAGE_CHILDREN)
   if proc.returncode != 0:
     raise RuntimeError(f"reproduce_table1.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-  return {"wall_s": round(wall, 1), "cpu_s": round((after.ru_utime - before.ru_utime)
-                                                   + (after.ru_stime - before.ru_stime), 1),
-          "stdout": summary_line(proc.stdout)}
+  timed = {"wall_s": round(wall, 1), "cpu_s": round((after.ru_utime - before.ru_utime)
+                                                    + (after.ru_stime - before.ru_stime), 1),
+           "stdout": summary_line(proc.stdout)}
+  if profile_to is not None:
+    timed["profile"] = json.loads(profile_to.read_text())
+  return timed
+
+
+def _table_file(out_dir: pathlib.Path) -> pathlib.Path:
+  """The Table 1 file a run wrote: table1.json, or a limited run's table1_limit...json (not table11)."""
+  found = [p for p in out_dir.glob("table1*.json") if p.name == "table1.json" or p.name.startswith("table1_")]
+  if len(found) != 1:
+    raise RuntimeError(f"expected one Table 1 file in {out_dir}, found {sorted(p.name for p in found)}")
+  return found[0]
+
+
+def breakdown(prof: Mapping[str, Any], stats: Mapping[str, Any]) -> dict[str, Any]:
+  """A run's profile in the terms issue 29 asks for: runner CPU per call, sim CPU per call made, grading,
+  embedding, JAX, W&B (seconds of CPU, from `experiment.profile`), beside the raw profile."""
+  if "unavailable" in prof:
+    return {"unavailable": prof["unavailable"]}
+  proc, kids = prof["process"], prof["children"]
+  calls = stats["test_calls"] + stats["training_calls"]
+  made = calls - stats["test_calls_replayed"] - stats["training_calls_replayed"]
+  per_call = lambda s, n: round(1e6 * s / n, 1) if n else None  # pylint: disable=unnecessary-lambda-assignment
+  sim = kids.get("sim server", 0.0)
+  grading = (proc.get("grading", 0.0) + kids.get("math-verify worker", 0.0) + kids.get("HumanEval+ sandboxes", 0.0)
+             + kids.get("short-lived children no tick saw", 0.0))
+  return {
+      "calls": calls, "calls_made": made,
+      "runner_cpu_s": prof["process_cpu_s"], "runner_cpu_us_per_call": per_call(prof["process_cpu_s"], calls),
+      "sim_cpu_s": round(sim, 2), "sim_cpu_us_per_call_made": per_call(sim, made),
+      "response_cache_lookups_cpu_s": proc.get("response cache lookups", 0.0),
+      "llm_client_cpu_s": proc.get("LLM client (requests, pricing)", 0.0),
+      "grading_cpu_s": round(grading, 2),
+      "embedding_cpu_s": proc.get("embedding (encoder)", 0.0),
+      "jax_cpu_s": round(proc.get("JAX (tracing, compiling, steps)", 0.0) + proc.get("unattributed", 0.0), 2),
+      "wandb_cpu_s": proc.get("W&B", 0.0),
+      "profiler_cpu_s": proc.get("profiler", 0.0),
+      "raw": dict(prof),
+  }
 
 
 def summary_line(stdout: str) -> str:
@@ -71,9 +114,9 @@ def summary_line(stdout: str) -> str:
   return last.split("; wrote ")[0]
 
 
-def _table_stats(out_dir: pathlib.Path, suffix: str) -> dict:
+def _table_stats(out_dir: pathlib.Path) -> dict:
   """Cells, calls made and replayed, and the slowest fits and evaluations of the table a run wrote."""
-  record = json.loads((out_dir / f"table1{suffix}.json").read_text())
+  record = json.loads(_table_file(out_dir).read_text())
   cells = record["cells"].values()
   slowest_fit = sorted(cells, key=lambda c: -c["timing"]["fit_or_load_s"])[:5]
   slowest_eval = sorted(cells, key=lambda c: -c["timing"]["evaluate_s"])[:5]
@@ -118,12 +161,13 @@ def _time_segment(segment: str, work: pathlib.Path, *, limit: int | None, train_
   if train_limit:
     common.append(f"--train_limit={train_limit}")
   common += [f"--method_option={o}" for o in method_option]
-  suffix = f"_limit{limit}" if limit else ""
   load_before = load_average()[0]
-  cold = _run(common + [f"--run_root={seg / 'runs-cold'}"], env)
-  cold.update(_table_stats(seg / "out", suffix))
-  warm = _run(common + [f"--run_root={seg / 'runs-warm'}"], env)
-  warm.update(_table_stats(seg / "out", suffix))
+  cold = _run(common + [f"--run_root={seg / 'runs-cold'}"], env, seg / "profile-cold.json")
+  cold.update(_table_stats(seg / "out"))
+  cold["profile"] = breakdown(cold["profile"], cold)
+  warm = _run(common + [f"--run_root={seg / 'runs-warm'}"], env, seg / "profile-warm.json")
+  warm.update(_table_stats(seg / "out"))
+  warm["profile"] = breakdown(warm["profile"], warm)
   rerun = _run(common + [f"--run_root={seg / 'runs-warm'}"], env)
   goal = GOALS[segment]
   full = not (limit or train_limit or methods or method_option)
@@ -225,11 +269,10 @@ def run_scaling(*, limit: int | None, train_limit: int | None, methods: Sequence
       args += [f"--ray_workers={run_['workers']}", f"--ray_cells_per_cpu={run_['cells_per_cpu']}"]
     args += [f"--method_option={o}" for o in method_option]
     timed = _run(args, env)
-    suffix = f"_limit{limit}" if limit else ""
-    record = json.loads((where / "out" / f"table1{suffix}.json").read_text())
+    record = json.loads(_table_file(where / "out").read_text())
     table_sha256 = hashlib.sha256(json.dumps({k: (c["accuracy"], c["cost_usd"], c["outcomes"])
                                               for k, c in record["cells"].items()}, sort_keys=True).encode()).hexdigest()
-    runs.append({**run_, **timed, **_table_stats(where / "out", suffix), "table_sha256": table_sha256,
+    runs.append({**run_, **timed, **_table_stats(where / "out"), "table_sha256": table_sha256,
                  "load_average_1m_after": load_average()[0]})
   all_runs = kept + runs
   # Runs an earlier call timed without a table digest count by that call's own same_table verdict.

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from hieramas_jax import aio
 from hieramas_jax.errors import UserError
+from hieramas_jax.experiment import profile
 from hieramas_jax.experiment.console import quiet_console
 from hieramas_jax.paths import cache_dir
 
@@ -120,7 +121,8 @@ def run(main: Callable[[], Any], *, jax_cache: bool = False) -> None:
       check_output_dirs(flags.FLAGS)
       if jax_cache:
         enable_jax_cache()
-      return main()
+      with profile.from_env():  # HIERAMAS_PROFILE=<file>: where the CPU went (bench_table1.py sets it)
+        return main()
 
     if "verbose" in flags.FLAGS:
       quiet_console(flags.FLAGS.verbose)
