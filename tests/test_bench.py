@@ -76,6 +76,11 @@ def test_table1_segments_and_summary_line():
   assert table1.segment_methods("suite_recipe_row", ["base"]) == [table1.SUITE_RECIPE_ROW]
   assert table1.segment_methods("published", ["base", "cot"]) == ["base", "cot"]
   assert table1.SUITE_RECIPE_ROW not in table1.segment_methods("published", None)
+  # The whole command, as the user runs it, includes the suite-recipe row; a method list narrows it.
+  from hieramas_jax.report.paper import TABLE1_METHODS  # pylint: disable=import-outside-toplevel
+  assert table1.segment_methods("table", None) == list(TABLE1_METHODS)
+  assert table1.SUITE_RECIPE_ROW in table1.segment_methods("table", None)
+  assert table1.segment_methods("table", ["base"]) == ["base"]
   assert table1.summary_line("log\nTable 1: 66 cells; wrote /tmp/x/table1.json\n") == "Table 1: 66 cells"
   assert table1.summary_line("") == ""
 
