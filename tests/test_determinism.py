@@ -131,6 +131,23 @@ def test_a_texts_embedding_does_not_depend_on_its_batch(tmp_path):
   reversed_ = encoder_lib.SentenceEncoder(cache_path=tmp_path / "reversed.sqlite").encode(texts[::-1])[::-1]
   assert alone.tobytes() == together.tobytes() == reversed_.tobytes()
   # The model itself does differ by batch (what made this necessary): else this test proves nothing.
-  batched = encoder_lib.SentenceEncoder(cache_path=tmp_path / "raw.sqlite", batch_size=64)._load()
+  batched = encoder_lib.SentenceEncoder(cache_path=tmp_path / "raw.sqlite", batch_size=64)._load()[0]
   assert batched.encode(texts).tobytes() != encoder_lib.encode_alone(batched, texts).tobytes()
   assert alone.tobytes() == encoder_lib.encode_alone(batched, texts).tobytes()
+
+
+def test_embedding_on_several_threads_gives_the_same_bytes(tmp_path):
+  # The pin runs each numeric call on one thread, so a cold run embeds on several threads at once, one model
+  # copy each; a text is still in a pass of its own, so no vector may move.
+  texts = ["Which gas do plants take in?", "Solve x^2 - 5x + 6 = 0.",
+           "A long question about chemistry, " * 12 + "which of the following is a noble gas?",
+           "Who wrote the Iliad?", "def add(a, b):\n    return a + b", "What is 7 times 8?", "Name a prime."]
+  one = encoder_lib.SentenceEncoder(cache_path=tmp_path / "one.sqlite", threads=1)
+  three = encoder_lib.SentenceEncoder(cache_path=tmp_path / "three.sqlite", threads=3)
+  vecs = three.encode(texts)
+  assert len(three._models) == 3 and len(one._models) == 0  # every copy embedded a share
+  assert one.encode(texts).tobytes() == vecs.tobytes()
+  # A batch size above 1 would let the split change what is padded together: it stays on one thread.
+  assert encoder_lib.SentenceEncoder(cache_path=tmp_path / "b.sqlite", batch_size=8, threads=3).threads == 1
+  with pytest.raises(encoder_lib.EncoderError, match="threads"):
+    encoder_lib.SentenceEncoder(cache_path=tmp_path / "c.sqlite", threads=-1)

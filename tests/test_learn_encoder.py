@@ -41,7 +41,7 @@ def test_real_embeddings_and_cache_hit(tmp_path):
   again = encoder.SentenceEncoder(cache_path=cache)
   np.testing.assert_array_equal(again.encode(texts), vecs[:3])
   assert (again.hits, again.misses) == (3, 0)
-  assert again._model is None
+  assert again._models == []
   assert len(again.cache) == 3
 
 

@@ -132,9 +132,9 @@ BATCHED_SIZE = 64  # the torch path's batch before issue 16
 def composition_cost(texts: list[str], warmup: list[str], reps: int) -> dict:
   """texts/s of one text per forward pass (today) and of batched calls (before), same torch model."""
   with tempfile.TemporaryDirectory(prefix="bench-encoder-") as tmp:
-    one = encoder_lib.SentenceEncoder(backend="torch", cache_path=pathlib.Path(tmp) / "a.sqlite")._load()
+    one = encoder_lib.SentenceEncoder(backend="torch", cache_path=pathlib.Path(tmp) / "a.sqlite")._load()[0]
     batched = encoder_lib.SentenceEncoder(backend="torch", cache_path=pathlib.Path(tmp) / "b.sqlite",
-                                          batch_size=BATCHED_SIZE)._load()
+                                          batch_size=BATCHED_SIZE)._load()[0]
   one.encode(warmup)
   batched.encode(warmup)
   paths = {"one_text_per_pass": lambda: one.encode(texts), "batched": lambda: batched.encode(texts)}

@@ -23,6 +23,12 @@ pass of its own (batch size 1, the default; still one `encode` call per chunk of
 composition (`COMPOSITION`, or the batch size asked for), so vectors made in mixed batches are never
 mixed with these.
 
+Both cores: with the ISA pin each numeric call runs on one thread (`isa.py`), so one forward pass at a
+time would leave the other cores idle while a cold run embeds its ~11k texts (the largest item of a cold
+Table 1's CPU profile). A text's pass does not depend on which thread runs it, so the default torch path
+embeds a chunk's texts on `threads` threads at once (one model copy per thread: a fast tokenizer is not
+safe to share between threads), each text still in a pass of its own: the same bytes as one thread.
+
 Why a cache: every training step re-encodes the same (query, role) texts; embedding is the slowest
 pure step of the pipeline. Each distinct text is embedded once per model and stored in ONE sqlite file
 under `hieramas_jax.paths.cache_dir()` keyed by sha256(model id, text) (not a file per text, which
@@ -37,6 +43,7 @@ import os
 import pathlib
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
@@ -181,7 +188,8 @@ class SentenceEncoder:
   CHUNK = 1024  # texts embedded (and cached) per model call; larger jobs show a progress bar
 
   def __init__(self, model: str = DEFAULT_MODEL, *, backend: str | None = None,
-               cache_path: str | os.PathLike | None = None, batch_size: int | None = None):
+               cache_path: str | os.PathLike | None = None, batch_size: int | None = None,
+               threads: int | None = None):
     """Args:
       model: DEFAULT_MODEL (the bundled, checksummed weights) or any sentence-transformers model
         name or local path (loaded offline, from the local HF cache only), optionally followed by
@@ -190,6 +198,8 @@ class SentenceEncoder:
       cache_path: sqlite file for embeddings; default `<cache_dir>/embeddings.sqlite`.
       batch_size: texts per forward pass; default 1, so that a text's vector does not depend on the others
         (padding); another size is for measurement only and gets cache keys of its own.
+      threads: forward passes at once (default: the cores this process may use). Only the torch backend
+        at batch size 1 runs several, where it cannot change a vector; the others run one.
     """
     model, backend = split_backend(model, backend)
     self.model_name = model
@@ -209,20 +219,42 @@ class SentenceEncoder:
     composition = COMPOSITION if self.batch_size == 1 else f"batches-of-{self.batch_size}"
     self._key_id = f"{self.model_id}\0{composition}{isa.embedding_tag()}"  # pinned vectors are their own bytes
     self.cache = EmbeddingCache(cache_path or cache_dir() / "embeddings.sqlite")
-    self._model = None
+    wanted = threads or len(os.sched_getaffinity(0))
+    if wanted < 1:
+      raise EncoderError(f"threads must be >= 1, got {wanted}")
+    self.threads = wanted if (backend == "torch" and self.batch_size == 1) else 1
+    self._models: list = []
+    self._pool: ThreadPoolExecutor | None = None
     self._model_lock = threading.Lock()
     self.hits = 0
     self.misses = 0
 
-  def _load(self):
-    """Loads the model on first need (a run whose texts are all cached never loads torch weights)."""
+  def _load(self, copies: int = 1) -> list:
+    """The first `copies` model copies, loaded on first need (a run whose texts are all cached never loads
+    torch weights)."""
     with self._model_lock:
-      if self._model is None:
+      while len(self._models) < copies:
         # Offline before the import: transformers reads these at import time.
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        self._model = self._load_torch() if self.backend == "torch" else self._load_onnx()
-    return self._model
+        self._models.append(self._load_torch() if self.backend == "torch" else self._load_onnx())
+      return self._models[:copies]
+
+  def _embed(self, texts: list[str]) -> np.ndarray:
+    """Vectors of `texts` in order: on one model, or split over `threads` copies (each text in its own pass,
+    so the split cannot move a vector)."""
+    n = min(self.threads, len(texts))
+    models = self._load(n)
+    if n == 1:
+      return np.asarray(models[0].encode(texts), np.float32)
+    with self._model_lock:
+      if self._pool is None:
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="encoder")
+    parts = list(self._pool.map(lambda i: np.asarray(models[i].encode(texts[i::n]), np.float32), range(n)))
+    out = np.empty((len(texts), parts[0].shape[1]), np.float32)
+    for i, part in enumerate(parts):
+      out[i::n] = part
+    return out
 
   def _load_torch(self):
     from sentence_transformers import SentenceTransformer  # pylint: disable=import-outside-toplevel
@@ -248,7 +280,7 @@ class SentenceEncoder:
   def dim(self) -> int:
     if self.model_name == DEFAULT_MODEL:
       return EMBEDDING_DIM
-    return int(self._load().dim)
+    return int(self._load()[0].dim)
 
   def encode(self, texts: Sequence[str]) -> np.ndarray:
     """Unit-norm embeddings, float32 [len(texts), dim], in input order.
@@ -280,7 +312,7 @@ class SentenceEncoder:
                 dynamic_ncols=True, leave=False) as bar:
         for start in range(0, len(pending), self.CHUNK):
           chunk = pending[start:start + self.CHUNK]
-          vecs = self._load().encode([t for _, t in chunk])
+          vecs = self._embed([t for _, t in chunk])
           new = {k: np.asarray(v, np.float32) for (k, _), v in zip(chunk, vecs)}
           self.cache.put_many(new)
           found.update(new)
