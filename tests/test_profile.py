@@ -41,6 +41,25 @@ def test_a_busy_thread_is_charged_to_its_category_and_a_sleeping_one_to_nothing(
   assert sum(v for k, v in result["process"].items() if k not in ("this test", "unattributed")) < 0.3, result
 
 
+def test_a_thread_that_reuses_an_ended_threads_ident_is_still_read():
+  # A cached CPU clock of an ended thread fails; the thread now holding its ident must be read afresh, else
+  # its CPU (an encoder pool started mid-run: half a cold table's embedding) lands in `unattributed`.
+  prof = profile.Profiler()
+  ended = threading.Thread(target=time.sleep, args=(0.01,))
+  ended.start()
+  dead_clock = time.pthread_getcpuclockid(ended.ident)
+  ended.join()
+  time.sleep(0.05)
+  me = threading.get_ident()
+  prof._clocks[me] = dead_clock  # pylint: disable=protected-access  # as if this thread had reused its ident
+  with pytest.raises(OSError):
+    time.clock_gettime_ns(dead_clock)  # the case under test: the stale clock no longer reads
+  _burn(0.05)
+  now = prof._thread_cpu_ns(me)  # pylint: disable=protected-access
+  assert now is not None and abs(now - time.thread_time_ns()) < 20_000_000
+  assert prof._clocks[me] == time.pthread_getcpuclockid(me)  # pylint: disable=protected-access
+
+
 def test_a_child_process_is_classified_by_its_command_line(monkeypatch):
   monkeypatch.setattr(profile, "CHILD_KINDS", (("burner", "hieramas_profile_burner"),))
   prof = profile.Profiler(interval_s=0.01).start()

@@ -145,12 +145,20 @@ class Profiler:
     return self
 
   def _thread_cpu_ns(self, ident: int) -> int | None:
+    """The thread's CPU clock now. A thread ident is reused once its thread has ended, so a cached clock that
+    fails (its thread is gone) is looked up again for the thread now holding the ident: kept, the new thread
+    (e.g. a pool started mid-run) would never be read and its CPU would land in `unattributed`."""
     clock = self._clocks.get(ident)
+    if clock is not None:
+      try:
+        return time.clock_gettime_ns(clock)
+      except OSError:
+        self._last.pop(ident, None)  # a new thread: its first reading is its baseline
     try:
-      if clock is None:
-        clock = self._clocks[ident] = time.pthread_getcpuclockid(ident)
+      clock = self._clocks[ident] = time.pthread_getcpuclockid(ident)
       return time.clock_gettime_ns(clock)
     except (OSError, OverflowError):
+      self._clocks.pop(ident, None)
       return None
 
   def _tick(self) -> None:
