@@ -132,9 +132,10 @@ def _list_packages_once(wandb) -> None:
   """Every W&B run records the installed packages (its requirements.txt); the SDK reads every package's
   metadata again at each `wandb.init`, which was 73% of opening a run and ~17 s of the runner's one busy
   core over Table 1's 114 runs (issue 29's profile). Packages do not change while the suite runs, so the
-  list is read once per process and every run records the same one."""
-  util = wandb.util
-  if getattr(util.working_set, "_hieramas_once", False):
+  list is read once per process and every run records the same one. An SDK without that reader (another
+  version) is left as it is: the runs are written either way."""
+  util = getattr(wandb, "util", None)
+  if not callable(getattr(util, "working_set", None)) or getattr(util.working_set, "_hieramas_once", False):
     return
   global _sdk_working_set  # pylint: disable=global-statement
   read = _sdk_working_set = util.working_set
