@@ -73,6 +73,10 @@ flags.DEFINE_bool("extended", False, "Table 1 extended (issue 32): the paper's m
                   f"after it ({', '.join(BEYOND_PAPER_METHODS)}) on the same runner, written as table1_extended, "
                   "table4_extended and table11_extended; with the default --run_root, Table 1's finished cells are "
                   "reused.")
+flags.DEFINE_bool("untrained_check", True, "Also answer each learned cell's test queries from the state its fit "
+                  "starts from (methods with load_untrained: GDesigner, MASRouter, AFlow, AgentPrune, MaAS, "
+                  "ARG-Designer), so the table says whether training beat the untrained method on the same queries "
+                  "(paired); its calls are counted apart from inference and training cost.")
 flags.DEFINE_bool("dry_run", False, "Print the calls, tokens and dollars the run would spend per cell (an estimate from "
                   "the committed simulated run, at the chosen endpoints' prices), then exit: nothing sent or written.")
 define_backend_flags()
@@ -80,7 +84,7 @@ define_verbose_flag()
 
 RUN_FLAGS = ("extended", "methods", "benchmarks", "pools", "setting", "seeds", "limit", "train_limit", "val_limit",
              "method_option", "out_dir", "run_root", "max_queries", "sim_process", "wandb", "executor", "ray_address",
-             "ray_workers", "ray_cells_per_cpu") + BACKEND_FLAG_NAMES
+             "ray_workers", "ray_cells_per_cpu", "untrained_check") + BACKEND_FLAG_NAMES
 
 
 def build_spec() -> TableSpec:
@@ -100,7 +104,8 @@ def build_spec() -> TableSpec:
   train_limit = {b: FLAGS.train_limit for b in FLAGS.benchmarks} if FLAGS.train_limit else {}
   return TableSpec(methods=methods, benchmarks=tuple(FLAGS.benchmarks), pools=tuple(FLAGS.pools),
                    setting=FLAGS.setting, seeds=seeds, train_limit=train_limit, val_limit=FLAGS.val_limit,
-                   test_limit=FLAGS.limit, method_options=parse_method_options(FLAGS.method_option))
+                   test_limit=FLAGS.limit, method_options=parse_method_options(FLAGS.method_option),
+                   untrained_check=FLAGS.untrained_check)
 
 
 def _suffix(spec: TableSpec) -> str:

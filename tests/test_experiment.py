@@ -302,11 +302,12 @@ def test_calibration_measures_each_section_through_the_sim(tmp_path):
   record = asyncio.run(go())
   write_calibration(record, tmp_path / "out")
   # Every configuration's cells are runner cells: the one cell key, the runner's summary.json fields.
-  from hieramas_jax.experiment.record import CellRecord, cell_key
+  from hieramas_jax.experiment.record import OPTIONAL_FIELDS, CellRecord, cell_key
   summaries = {}
   for path in (tmp_path / "runs").rglob("summary.json"):
     summary = json.loads(path.read_text())
-    assert set(summary) == {f.name for f in dataclasses.fields(CellRecord)} - {"outcomes"}
+    # Calibration's cells learn nothing: no untrained check, so its optional field is absent.
+    assert set(summary) == {f.name for f in dataclasses.fields(CellRecord)} - {"outcomes", *OPTIONAL_FIELDS}
     summaries[cell_key(summary["label"], summary["benchmark"], summary["pool"], summary["setting"],
                        summary["seed"])] = summary
   cost = record["cost_check"]["rows"][0]

@@ -87,7 +87,7 @@ def every_method(tiny_reproduction, sim):
   methods = [m for m in known_methods() if m in TINY or m in ("base", "cot", "sc", "sc_cot", "full_graph",
                                                                "random_graph")]
   assert set(tiny.METHODS) <= set(methods)
-  table, _ = asyncio.run(_table(sim, _spec(methods), root))
+  table, _ = asyncio.run(_table(sim, _spec(methods, untrained_check=True), root))
   return root, table
 
 
@@ -105,6 +105,12 @@ def test_every_method_fits_and_solves_end_to_end(every_method):
     else:
       assert c["training"] is None and c["fit"] is None, c["label"]
   assert cells["gdesigner|mmlu_redux|gpt-5-mini|main|seed0"]["fit"]["iterations"] == 2
+  # The untrained check: every learned method with a seeded start answers the same queries from it.
+  checked = {c["label"] for c in cells.values() if "untrained" in c}
+  assert checked == {"gdesigner", "masrouter", "aflow"}, checked
+  for label in checked:
+    c = cells[f"{label}|mmlu_redux|gpt-5-mini|main|seed0"]
+    assert c["untrained"]["n"] == 3 and c["untrained"]["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]
   assert len(cells["aflow|mmlu_redux|gpt-5-mini|main|seed0"]["fit"]["rounds"]) == 3
 
 

@@ -14,7 +14,9 @@ from typing import Any, Iterable, Mapping
 
 # Keys the report adds to a cell when it derives its statistics (results/table1.json holds them);
 # `from_json` accepts and ignores them.
-DERIVED_KEYS = ("ci95", "vs_hieramas")
+DERIVED_KEYS = ("ci95", "vs_hieramas", "vs_untrained")
+# Fields a record may lack (records written before they existed, methods without them).
+OPTIONAL_FIELDS = ("untrained",)
 
 
 def cell_key(label: str, benchmark: str, pool: str, setting: str = "main", seed: int = 0) -> str:
@@ -52,6 +54,9 @@ class CellRecord:
     computed_by: the commits whose code computed the cell.
     run_dir: the cell's run directory, relative to the repository.
     outcomes: per-query outcomes in test order (`ids_sha256`, `correct` as "0"/"1", `cost_usd`).
+    untrained: a learned method's untrained check (`runner.run_cell`): the same test queries answered from
+      the state its fit starts from, with their usage and outcomes; None (and absent from the JSON) for a
+      method without one, or a run that skipped it.
   """
 
   method: str
@@ -80,6 +85,7 @@ class CellRecord:
   computed_by: list[Mapping[str, Any]]
   run_dir: str
   outcomes: Mapping[str, Any]
+  untrained: Mapping[str, Any] | None = None
 
   @property
   def key(self) -> str:
@@ -90,8 +96,10 @@ class CellRecord:
     return cell_key(label, self.benchmark, self.pool, self.setting, self.seed)
 
   def to_json(self) -> dict[str, Any]:
-    """The record as the table record and summary.json hold it (field order = key order)."""
-    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    """The record as the table record and summary.json hold it (field order = key order; an optional field
+    that is None is left out, so a record without it keeps the bytes it always had)."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+            if not (f.name in OPTIONAL_FIELDS and getattr(self, f.name) is None)}
 
   @classmethod
   def from_json(cls, data: Mapping[str, Any]) -> "CellRecord":
@@ -101,7 +109,7 @@ class CellRecord:
       CellRecordError: a field is missing or an unknown one is present (one line naming them).
     """
     names = [f.name for f in dataclasses.fields(cls)]
-    missing = [n for n in names if n not in data]
+    missing = [n for n in names if n not in data and n not in OPTIONAL_FIELDS]
     unknown = [k for k in data if k not in names and k not in DERIVED_KEYS]
     if missing or unknown:
       where = cell_key(data.get("label", "?"), data.get("benchmark", "?"), data.get("pool", "?"),
@@ -109,4 +117,4 @@ class CellRecord:
       raise CellRecordError(f"cell {where}: not a runner cell record"
                             + (f"; missing {', '.join(missing)}" if missing else "")
                             + (f"; unknown {', '.join(unknown)}" if unknown else ""))
-    return cls(**{n: data[n] for n in names})
+    return cls(**{n: data[n] for n in names if n in data})

@@ -26,6 +26,7 @@ DATA_KEY = "data"
 # A cell's run directory (`runner.cell_dir`): what each file holds is said where it is written.
 FIT_FILE = "fit.json"
 STATE_DIR = "state"
+UNTRAINED_DIR = "untrained"  # the untrained check's items.jsonl and traces (runner._untrained_check)
 TRAINING_COST_FILE = "training_cost.json"
 SUMMARY_FILE = "summary.json"
 PROGRESS_FILE = "progress.json"

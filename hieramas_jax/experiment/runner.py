@@ -50,10 +50,10 @@ from hieramas_jax.experiment.evaluate import ItemResult, evaluate, load_done, su
 from hieramas_jax.experiment.progress import TableProgress
 from hieramas_jax.experiment.provenance import process_commit, provenance
 from hieramas_jax.experiment.record import CellRecord, ids_sha256
-from hieramas_jax.experiment.rundir import (COMPUTED_FILE, FIT_FILE, PROGRESS_FILE, STATE_DIR, SUMMARY_FILE,
-                                            CHOSEN_FILE, TRAINING_COST_FILE, RunConfigMismatchError, RunDirLockedError,
-                                            StateError, from_repo, prepare_run_dir, read_json, repo_relative,
-                                            run_dir_conflict, run_dir_lock, safe_name)
+from hieramas_jax.experiment.rundir import (CHOSEN_FILE, COMPUTED_FILE, FIT_FILE, PROGRESS_FILE, STATE_DIR,
+                                            SUMMARY_FILE, TRAINING_COST_FILE, UNTRAINED_DIR, RunConfigMismatchError,
+                                            RunDirLockedError, StateError, from_repo, prepare_run_dir, read_json,
+                                            repo_relative, run_dir_conflict, run_dir_lock, safe_name)
 from hieramas_jax.experiment.spec import (SAME_RUN_UNTAGGED, Cell, CellItems, InvalidRunError, TableSpec,
                                           cell_items, data_record, train_command)
 from hieramas_jax.experiment.usage import TrainingMeter, check_usage_record
@@ -240,6 +240,7 @@ class CellPlan:
   source: pathlib.Path | None
   run_dir: pathlib.Path
   config: Mapping[str, Any]
+  untrained: Any = None  # a second instance of the method for the untrained check (`untrained_method`)
 
   @property
   def sizes(self) -> dict[str, int]:
@@ -285,8 +286,45 @@ def plan_cell(cell: Cell, method, items: CellItems, backend: Backend, *, root: p
 def plan_spec_cell(cell: Cell, spec: TableSpec, backend: Backend, *, root: pathlib.Path, settings: RunSettings,
                    method) -> CellPlan:
   """A table cell's plan: its queries are the spec's splits, its fit may be loaded (--load_run)."""
-  return plan_cell(cell, method, cell_items(spec, cell.benchmark), backend, root=root, settings=settings,
+  plan = plan_cell(cell, method, cell_items(spec, cell.benchmark), backend, root=root, settings=settings,
                    source=load_source(cell, spec, root))
+  return dataclasses.replace(plan, untrained=untrained_method(cell, spec, method))
+
+
+def untrained_method(cell: Cell, spec: TableSpec, method) -> Any:
+  """A second instance of the cell's method for its untrained check (`spec.untrained_check`, a learned method
+  with `load_untrained`), else None. Its state is taken only when the check runs (`_untrained_check`)."""
+  if not (spec.untrained_check and method.trainable and callable(getattr(method, "load_untrained", None))):
+    return None
+  return build_method(cell, spec)
+
+
+async def _untrained_check(plan: CellPlan, ctx: RunContext, run_dir: pathlib.Path, *, bound: asyncio.Semaphore,
+                           progress: TableProgress, save_traces: bool) -> tuple[dict[str, Any], bool]:
+  """The cell's test queries answered by its method in the state its fit starts from; returns the record's
+  `untrained` entry and whether anything was computed now.
+
+  Why: a learned row's accuracy says nothing of its learning (issue 27: HieraMAS's policy stayed uniform while its
+  row looked fine). The same queries, paired, from the untrained state say whether training beat the method's own
+  starting point (the report's verdict, `report/table1.py`). Its own folder (`untrained/`), so it resumes
+  like the test split and never mixes with the cell's results; its calls are counted there, not in the cell's
+  inference or training cost.
+  """
+  where = run_dir / UNTRAINED_DIR
+  tests = plan.items.test
+  wanted = {it.id for it in tests}
+  done = {k for k in load_done(where) if k in wanted}
+  method = plan.untrained
+  if len(done) < len(wanted):
+    progress.status(plan.cell.key, "untrained check", done=len(done))
+    await asyncio.to_thread(method.load_untrained)
+    await method.prepare([it for it in tests if it.id not in done], ctx)
+  results = await evaluate(method, tests, ctx, run_dir=where, bound=bound, progress=False,
+                           desc=f"{plan.cell.key} untrained", save_traces=save_traces)
+  summary = summarise(results)
+  keep = ("n", "n_correct", "accuracy", "cost_usd", "prompt_tokens", "completion_tokens", "n_calls", "cached_calls")
+  return {**{k: summary[k] for k in keep}, "run_dir": repo_relative(where), "outcomes": outcomes(results)}, \
+      len(done) < len(wanted)
 
 
 def load_problems(plan: CellPlan) -> list[str]:
@@ -395,6 +433,12 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
                              report=on_item, save_traces=save_traces)
     summary = summarise(results)
     timing = {"fit_or_load_s": round(fitted - started, 3), "evaluate_s": round(time.monotonic() - fitted, 3)}
+    untrained, checked_now = None, False
+    if plan.untrained is not None:
+      checked = time.monotonic()
+      untrained, checked_now = await _untrained_check(plan, ctx, run_dir, bound=bound, progress=progress,
+                                                      save_traces=save_traces)
+      timing["untrained_check_s"] = round(time.monotonic() - checked, 3)
     # A variant that loads another cell's fit spent nothing on training itself.
     training = fit["training"] if fit and not fit.get("loaded_from") else None
     record = CellRecord(**dataclasses.asdict(cell), label=cell.label, **summary,
@@ -403,8 +447,8 @@ async def run_cell(plan: CellPlan, backend: Backend, *, root: pathlib.Path, boun
                         loaded_from=(fit or {}).get("loaded_from"),
                         sizes=sizes,
                         timing=timing,
-                        computed_by=_computed_by(run_dir, computed_now=fits_now or need_state),
-                        run_dir=repo_relative(run_dir), outcomes=outcomes(results))
+                        computed_by=_computed_by(run_dir, computed_now=fits_now or need_state or checked_now),
+                        run_dir=repo_relative(run_dir), outcomes=outcomes(results), untrained=untrained)
     atomic_write_json(run_dir / SUMMARY_FILE, {k: v for k, v in record.to_json().items() if k != "outcomes"})
     chosen = [chosen_record(r) for r in results]
     if any(len(c) > 2 for c in chosen):

@@ -99,6 +99,9 @@ class TableSpec:
       (inference-only ablations), or SAME_RUN_UNTAGGED for the untagged cell of the same run root, seed,
       pool and benchmark; its training and validation queries must be the same, and the method checks
       that the state fits its configuration.
+    untrained_check: also answer each learned cell's test queries from the state its fit starts from (methods
+      with `load_untrained`), so the report can say whether training beat the untrained method, paired on the
+      same queries. Its calls are counted apart (neither inference nor training cost).
   """
 
   methods: tuple[str, ...]
@@ -112,6 +115,7 @@ class TableSpec:
   method_options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
   tag: str = ""
   load_from: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  untrained_check: bool = False
 
   def __post_init__(self):
     for name, values in (("methods", self.methods), ("benchmarks", self.benchmarks), ("pools", self.pools),
@@ -170,7 +174,8 @@ class TableSpec:
             "train_limit": {b: self.train_limit_for(b) for b in self.benchmarks},
             "val_limit": self.val_limit, "test_limit": self.test_limit,
             "method_options": {k: dict(v) for k, v in self.method_options.items()}, "tag": self.tag,
-            "load_from": {k: v if v == SAME_RUN_UNTAGGED else repo_relative(v) for k, v in self.load_from.items()}}
+            "load_from": {k: v if v == SAME_RUN_UNTAGGED else repo_relative(v) for k, v in self.load_from.items()},
+            **({"untrained_check": True} if self.untrained_check else {})}
 
 
 @dataclasses.dataclass(frozen=True)

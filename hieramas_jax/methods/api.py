@@ -10,6 +10,10 @@ Every Table 1 method is one object with
   load(state_dir) -> None              restores what a finished `fit` saved there
   async prepare(items, ctx) -> None    optional precomputation before solving (embeddings, in a thread)
   async solve(ctx, item) -> Trace      answers one query
+  load_untrained() -> None             optional, learned methods: takes the state `fit` starts from (the
+                                       seeded initialisation, before any update) so that the runner can
+                                       run the untrained method on the same test queries and a report
+                                       can say whether training beat its own starting point
 
 Methods import `mas`, `learn`, `llm`, `benchmarks` and never the experiment or report layers: the
 runner (`experiment/runner.py`) is the only code that drives them, so adding a method never touches it.

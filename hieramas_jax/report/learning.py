@@ -34,7 +34,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from hieramas_jax.learn.evidence import auc
-from hieramas_jax.report.stats import LEVEL, N_BOOT, _percentiles, key_seed, mean_sd, paired_difference
+from hieramas_jax.report.stats import (LEVEL, N_BOOT, _percentiles, correct_vector, key_seed, mean_sd,
+                                       paired_difference)
 
 LEARNED, NOT_LEARNED = "learned", "did not learn"
 NOT_RECORDED = "not recorded (fit before the learning evidence existed; refit)"
@@ -43,6 +44,39 @@ NOT_RECORDED = "not recorded (fit before the learning evidence existed; refit)"
 def learned(ci: Sequence[float]) -> bool:
   """An interval of (trained - comparison) says "learned" only if it lies wholly above 0."""
   return ci[0] > 0
+
+
+UNTRAINED_RULE = ("**learned** when the 95% paired bootstrap interval of (trained - untrained) accuracy on the same "
+                  "test queries lies wholly above 0, else **did not learn** (and **worse** when it lies wholly below 0). "
+                  "Untrained: the method answering from the state its fit starts from (its seeded initialisation; "
+                  "AFlow's starting workflow), run by the runner's untrained check; nothing is selected on these "
+                  "queries.")
+
+
+def untrained_check(cell: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+  """A learned cell against its untrained self on the same test queries (the runner's untrained check, the
+  record's `untrained`): the paired accuracy difference in points and the verdict of `UNTRAINED_RULE`; None for
+  a cell without the check."""
+  u = cell.get("untrained")
+  if not u:
+    return None
+  if u["outcomes"]["ids_sha256"] != cell["outcomes"]["ids_sha256"]:
+    return {"verdict": None, "reason": "the untrained check answered other queries"}
+  d = paired_difference(correct_vector(cell), correct_vector(u), scale=100.0, seed=key_seed(key + "|untrained"))
+  return {**d, "trained": cell["accuracy"], "untrained": u["accuracy"], "untrained_cost_usd": u["cost_usd"],
+          "untrained_calls": u["n_calls"], "verdict": LEARNED if learned(d["ci"]) else NOT_LEARNED,
+          "worse": d["ci"][1] < 0}
+
+
+def untrained_text(v: Mapping[str, Any] | None) -> str:
+  """One table cell: the verdict, the paired difference and the untrained accuracy."""
+  if v is None:
+    return "-"
+  if v.get("verdict") is None:
+    return f"no verdict: {v.get('reason')}"
+  word = "worse" if v["worse"] else v["verdict"]
+  return (f"**{word}**: {v['delta']:+.2f} [{v['ci'][0]:+.1f}, {v['ci'][1]:+.1f}] "
+          f"({v['untrained']:.2f} untrained)")
 
 
 def _metric_values(outcomes: Mapping[str, Any], select_by: str) -> np.ndarray:

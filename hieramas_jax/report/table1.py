@@ -22,7 +22,7 @@ from hieramas_jax.benchmarks.data import BENCHMARK_TITLES
 from hieramas_jax.experiment.provenance import sim_title
 from hieramas_jax.experiment.record import CellRecord, cell_key
 from hieramas_jax.fileio import atomic_write_json, atomic_write_text
-from hieramas_jax.report import beyond_learning, paper
+from hieramas_jax.report import beyond_learning, learning, paper
 from hieramas_jax.report.markdown import provenance_lines
 from hieramas_jax.report.paper import POOL_TITLES
 from hieramas_jax.report.stats import bootstrap_ci, correct_vector, key_seed, mean_sd, paired_difference
@@ -42,6 +42,8 @@ def derive(record: Mapping[str, Any]) -> dict[str, Any]:
     if c["label"] != REFERENCE and ref is not None and ref["outcomes"]["ids_sha256"] == c["outcomes"]["ids_sha256"]:
       c["vs_hieramas"] = paired_difference(correct_vector(c), correct_vector(ref), scale=100.0,
                                            seed=key_seed(key + "|paired"))
+    if (check := learning.untrained_check(c, key)) is not None:
+      c["vs_untrained"] = check
   groups: dict[str, dict[str, Any]] = {}
   for c in cells.values():
     g = groups.setdefault(f"{c['label']}|{c['benchmark']}|{c['pool']}|{c['setting']}",
@@ -215,6 +217,29 @@ def _learning_beyond_section(derived: Mapping[str, Any]) -> list[str]:
   return lines
 
 
+def _untrained_section(derived: Mapping[str, Any], columns, setting) -> list[str]:
+  """Per learned row and seed: did training beat the same method untrained, on the same test queries."""
+  cells = derived["cells"]
+  rows = [(r, s) for r in _rows(derived) for s in derived["spec"]["seeds"]
+          if any("vs_untrained" in cells.get(cell_key(r, b, p, setting, s), {}) for b, p in columns)]
+  if not rows:
+    return []
+  several = len(derived["spec"]["seeds"]) > 1
+  lines = ["", "## Did training beat the untrained method? (same test queries)", "",
+           "Cell: verdict, accuracy difference in points (trained - untrained) [95% paired bootstrap interval], and "
+           "the untrained method's accuracy. Verdict: " + learning.UNTRAINED_RULE
+           + " HieraMAS's own per-stage verdicts are in `hieramas_cells.md`.", "",
+           "| Method | " + " | ".join(f"{BENCHMARK_TITLES.get(b, b)} {POOL_TITLES.get(p, p)}" for b, p in columns)
+           + " | Learned in |", "|---" * (len(columns) + 2) + "|"]
+  for r, s in rows:
+    checks = [cells.get(cell_key(r, b, p, setting, s), {}).get("vs_untrained") for b, p in columns]
+    judged = [v for v in checks if v and v.get("verdict")]
+    count = f"{sum(v['verdict'] == learning.LEARNED for v in judged)} of {len(judged)}"
+    lines.append(f"| {paper.method_title(r)}{f' (seed {s})' if several else ''} | "
+                 + " | ".join(learning.untrained_text(v) for v in checks) + f" | {count} |")
+  return lines
+
+
 def table1_markdown(derived: Mapping[str, Any]) -> str:
   """Table 1 in the paper's layout (rows: methods; columns: benchmark x backbone; Avg.)."""
   columns = _columns(derived)
@@ -256,6 +281,7 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
     lines.append("| " + " | ".join(row) + " |")
   lines += _published_beyond_section(derived, setting)
   lines += _paired_section(derived, columns, setting)
+  lines += _untrained_section(derived, columns, setting)
   lines += _learning_beyond_section(derived)
   tail = "_extended" if beyond else ""
   lines += ["", f"Inference and training costs of the same runs: `table4{tail}.md` and `table11{tail}.md`."]

@@ -117,6 +117,11 @@ class AFlow:
       raise MethodError(f"{state_dir} holds no finished aflow search ({BEST_FILE} missing)")
     self.best = search.Round.from_json(json.loads(path.read_text())).workflow.check(self.benchmark)
 
+  def load_untrained(self) -> None:
+    """The workflow the search starts from (round 1: one answer generation), before any round (the runner's
+    untrained check)."""
+    self.best = Workflow().check(self.benchmark)
+
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del items, ctx
 

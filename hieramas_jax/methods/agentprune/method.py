@@ -226,6 +226,10 @@ class AgentPrune:
                         f"{self.config.iterations}")
     self._set(state)
 
+  def load_untrained(self) -> None:
+    """The seeded initial state `fit` starts from, before any update or pruning: every edge unmasked (the runner's untrained check)."""
+    self._set(self._fresh_state())
+
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del items, ctx
 

@@ -473,6 +473,11 @@ class ARGDesigner:
       raise MethodError(f"{state_dir} holds an arg_designer fit of {int(state['step'])} stages, not {len(STAGES)}")
     self._set(state)
 
+  def load_untrained(self) -> None:
+    """The seeded initial generator `fit` starts from, before any stage trained (the runner's untrained check),
+    sampling between 2 agents and the largest configuration (what `_node_range` gives without training graphs)."""
+    self._set({**self._fresh_state(), "node_range": _node_range([], self.config.max_agents)})
+
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
     await asyncio.to_thread(self.table)

@@ -190,6 +190,10 @@ class GDesigner:
                         f"{self.config.iterations}")
     self.params = state["params"]
 
+  def load_untrained(self) -> None:
+    """The seeded initial state `fit` starts from, before any update (the runner's untrained check)."""
+    self.params = self._fresh_state()["params"]
+
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
     await asyncio.to_thread(self._role_embeddings)

@@ -236,6 +236,10 @@ class MaAS:
     state = ParamState.load_finished(state_dir, self._fresh_state(), self.name)
     self.params = state["params"]
 
+  def load_untrained(self) -> None:
+    """The seeded initial state `fit` starts from, before any update (the runner's untrained check)."""
+    self.params = self._fresh_state()["params"]
+
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
     await asyncio.to_thread(self._operator_embeddings)

@@ -286,6 +286,10 @@ class MASRouter:
   def load(self, state_dir) -> None:
     self.params = ParamState.load_finished(state_dir, self._fresh_state(), self.name)["params"]
 
+  def load_untrained(self) -> None:
+    """The seeded initial state `fit` starts from, before any update (the runner's untrained check)."""
+    self.params = self._fresh_state()["params"]
+
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     del ctx
     await asyncio.to_thread(self._static_embeddings)
