@@ -43,3 +43,15 @@ class FakeClient:
     # The real result type, so the fake can never drift from what LLMClient returns.
     return CallResult(text=text, model=model, prompt_tokens=pt, completion_tokens=ct, cost_usd=cost,
                       latency_s=self.latency, cached=False, attempts=1)
+
+
+class Counting:
+  """A client wrapper that counts the calls that really reached the endpoint (not replayed from a cache)."""
+
+  def __init__(self, client):
+    self.client, self.sent = client, 0
+
+  async def chat(self, model, messages, **kwargs):
+    result = await self.client.chat(model, messages, **kwargs)
+    self.sent += not result.cached
+    return result

@@ -22,6 +22,7 @@ from hieramas_jax.llm.endpoint import sim_endpoint
 from hieramas_jax.llm.registry import get_pool
 from hieramas_jax.methods.api import RunContext
 from hieramas_jax.methods.registry import known_methods, make_method
+from mas_fakes import Counting
 import tiny_reproduction as tiny
 
 # Every method fits (JAX compiles included) in the module's first test: minutes on a busy 2-core machine.
@@ -38,18 +39,6 @@ TINY = {
     "debate": {},
 }
 TRAINABLE = ("gdesigner", "masrouter", "aflow", "static_search", "hieramas")
-
-
-class Counting:
-  """A client wrapper that counts the calls that really reached the endpoint (not replayed from a cache)."""
-
-  def __init__(self, client):
-    self.client, self.sent = client, 0
-
-  async def chat(self, model, messages, **kwargs):
-    result = await self.client.chat(model, messages, **kwargs)
-    self.sent += not result.cached
-    return result
 
 
 @pytest.fixture(scope="module")

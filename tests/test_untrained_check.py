@@ -25,20 +25,11 @@ from hieramas_jax.methods.agentprune import model as agentprune_model
 from hieramas_jax.methods.aflow.workflow import Workflow
 from hieramas_jax.methods.registry import make_method
 from hieramas_jax.report import learning, table1
+from mas_fakes import Counting
 
 TINY = {"gdesigner": {"iterations": 2, "batch_size": 2},
         "agentprune": {"iterations": 2, "batch_size": 2, "imp_per_iterations": 1},
         "maas": {"train_queries": 2, "repetitions": 1, "batch_size": 2}}
-
-
-class Counting:
-  def __init__(self, client):
-    self.client, self.sent = client, 0
-
-  async def chat(self, model, messages, **kwargs):
-    result = await self.client.chat(model, messages, **kwargs)
-    self.sent += not result.cached
-    return result
 
 
 def _spec(check: bool) -> TableSpec:
