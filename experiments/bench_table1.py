@@ -25,7 +25,8 @@ flags.DEFINE_integer("train_limit", None, "Only the first N training queries.")
 flags.DEFINE_list("methods", None, "Methods of the `published` segment (default: reproduce_table1.py's, "
                   "less the suite-recipe row).")
 flags.DEFINE_list("segments", ["table"], "Which segments to time: table (every row, as the user runs it), "
-                  "published, suite_recipe_row.")
+                  "published, suite_recipe_row, table_jax_encoder (every row, each sentence encoder on the jax "
+                  "backend).")
 flags.DEFINE_multi_string("method_option", [], "Passed on to reproduce_table1.py (METHOD.FIELD=VALUE), e.g. a "
                           "training budget: hieramas.stage1_steps=25.")
 flags.DEFINE_string("out", str(BENCH_FILE), "The bench file; only key `table1` (with --scaling: `table1_scaling`) is written.")

@@ -81,6 +81,10 @@ def test_table1_segments_and_summary_line():
   assert table1.segment_methods("table", None) == list(TABLE1_METHODS)
   assert table1.SUITE_RECIPE_ROW in table1.segment_methods("table", None)
   assert table1.segment_methods("table", ["base"]) == ["base"]
+  # The jax-encoder segment is the same command with each sentence encoder on that backend.
+  assert table1.segment_methods("table_jax_encoder", None) == list(TABLE1_METHODS)
+  options = table1.encoder_options(["base", "gdesigner", "hieramas", "aflow"], "jax")
+  assert options == ["gdesigner.encoder=all-MiniLM-L6-v2:jax", "hieramas.encoder=all-MiniLM-L6-v2:jax"]
   assert table1.summary_line("log\nTable 1: 66 cells; wrote /tmp/x/table1.json\n") == "Table 1: 66 cells"
   assert table1.summary_line("") == ""
 

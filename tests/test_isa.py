@@ -98,7 +98,7 @@ def test_each_level_is_honoured_and_reproducible_on_this_cpu():
   avx2 = bench_isa.probe_in_process("avx2")
   again = bench_isa.probe_in_process("avx2")
   lower = bench_isa.probe_in_process("sse4.2")
-  key = ("embeddings_sha256", "params_sha256")
+  key = ("embeddings_sha256", "params_sha256", "jax_embeddings_sha256")
   assert [avx2[k] for k in key] == [again[k] for k in key]
   assert avx2["embeddings_sha256"] != lower["embeddings_sha256"]
   assert avx2["params_sha256"] != lower["params_sha256"]
@@ -111,7 +111,7 @@ def test_each_level_is_honoured_and_reproducible_on_this_cpu():
                     reason="needs QEMU user mode (apt-get install qemu-user) and an AVX-512 CPU, so that the emulated "
                            "AMD EPYC-Rome (AVX2) is another ISA level than this one")
 def test_pinned_bytes_are_equal_on_an_avx512_cpu_and_an_emulated_amd_avx2_cpu():
-  key = ("embeddings_sha256", "params_sha256")
+  key = ("embeddings_sha256", "params_sha256", "jax_embeddings_sha256")
   here = bench_isa.probe_in_process("avx2")
   there = bench_isa.probe_in_process("avx2", emulate=True, timeout_s=7200)
   assert there["isa"]["torch_cpu_capability"] == "AVX2"  # (QEMU user mode shows the host's /proc/cpuinfo)

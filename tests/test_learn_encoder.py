@@ -87,3 +87,27 @@ def test_backend_choice_and_cache_keys(tmp_path):
   ids = {b: encoder.SentenceEncoder(backend=b, cache_path=tmp_path / "e.sqlite").model_id for b in encoder.BACKENDS}
   assert ids["torch"] == f"all-MiniLM-L6-v2@{encoder.DEFAULT_MODEL_SHA256[:16]}"  # existing caches stay valid
   assert len(set(ids.values())) == len(encoder.BACKENDS)  # backends never share cached vectors
+
+
+def test_the_jax_backend_agrees_with_torch_and_gives_each_text_its_own_bytes(tmp_path):
+  """The jax backend (`learn/jax_encoder.py`) computes the network torch runs: the stored torch embeddings to
+  float32 rounding (edge cases included: empty, long, non-ASCII texts); a text's vector does not depend on the
+  texts embedded beside it or on the thread count; its tokens are padded to a bucket of their own length."""
+  texts, reference = _reference()
+  one = encoder.SentenceEncoder(backend="jax", cache_path=tmp_path / "a.sqlite", threads=1)
+  vecs = one.encode(texts)
+  cosine = np.sum(vecs * reference, axis=1)
+  assert cosine.min() >= 0.99999, (float(cosine.min()), int(cosine.argmin()))
+  assert np.abs(vecs - reference).max() < 1e-5
+  two = encoder.SentenceEncoder(backend="jax", cache_path=tmp_path / "b.sqlite", threads=2)
+  shuffled = list(reversed(texts))
+  assert np.array_equal(two.encode(shuffled)[::-1], vecs)  # other neighbours, other order, two threads
+  alone = encoder.SentenceEncoder(backend="jax", cache_path=tmp_path / "c.sqlite", threads=1)
+  assert np.array_equal(alone.encode([texts[3]])[0], vecs[3])
+  model = one._load()[0]  # pylint: disable=protected-access
+  from hieramas_jax.learn import jax_encoder  # pylint: disable=import-outside-toplevel
+  for text in ("", "two words", "word " * 400):
+    ids, mask = model.tokens(text)
+    assert len(ids) % jax_encoder.BUCKET == 0 and 0 < mask.sum() <= model.max_length
+    assert len(ids) - mask.sum() < jax_encoder.BUCKET and not ids[mask == 0].any()
+  assert model.tokens("word " * 400)[1].sum() == model.max_length  # truncated as sentence-transformers does

@@ -62,8 +62,13 @@ def probe(n_queries: int = PROBE_QUERIES, graphs: int = PROBE_GRAPHS, epochs: in
     query_emb = enc.encode([it.question for it in items])
     role_emb = enc.encode([role_description(r) for r in roles])
   embedded = time.perf_counter()
+  with tempfile.TemporaryDirectory() as tmp:  # the JAX backend too: its bytes must not depend on the CPU either
+    enc = SentenceEncoder(backend="jax", cache_path=os.path.join(tmp, "emb.sqlite"))
+    jax_emb = [enc.encode([it.question for it in items]), enc.encode([role_description(r) for r in roles])]
   out = {"embeddings_sha256": _digest([query_emb, role_emb]), "embed_s": round(embedded - started, 3),
+         "jax_embeddings_sha256": _digest(jax_emb), "jax_embed_s": round(time.perf_counter() - embedded, 3),
          "texts": len(items) + len(roles), "isa": isa.fingerprint()}
+  embedded = time.perf_counter()
   if not fit:
     return out
   import jax  # pylint: disable=import-outside-toplevel
@@ -127,7 +132,9 @@ def run(*, out: str, flags: Mapping[str, Any], emulate: bool = True, emulate_fit
     runs = [probe_in_process(level) for _ in range(reps)]
     native[level] = {**runs[0], "embed_s": float(np.median([r["embed_s"] for r in runs])),
                      "fit_s": float(np.median([r["fit_s"] for r in runs])),
-                     "same_bytes_every_rep": len({(r["embeddings_sha256"], r["params_sha256"]) for r in runs}) == 1}
+                     "jax_embed_s": float(np.median([r["jax_embed_s"] for r in runs])),
+                     "same_bytes_every_rep": len({(r["embeddings_sha256"], r["params_sha256"],
+                                                   r["jax_embeddings_sha256"]) for r in runs}) == 1}
   emulated: dict[str, Any] = {}
   if emulate and can_emulate():
     for level in ("avx2", "native"):
@@ -135,10 +142,10 @@ def run(*, out: str, flags: Mapping[str, Any], emulate: bool = True, emulate_fit
         emulated[level] = probe_in_process(level, emulate=True, fit=emulate_fit)
       except (RuntimeError, subprocess.TimeoutExpired) as e:  # said in the record, not lost with the rest
         emulated[level] = {"error": str(e).splitlines()[0][:300]}
-  key = ("embeddings_sha256", "params_sha256") if emulate_fit else ("embeddings_sha256",)
+  key = ("embeddings_sha256", "jax_embeddings_sha256") + (("params_sha256",) if emulate_fit else ())
   record = {
-      "what": "sha256 of the encoder's embeddings of 8 MMLU-Redux queries and the benchmark's roles, and of the "
-              "stage-2 scorer fitted on them (3 epochs), per ISA level; natively and under QEMU's emulated AMD "
+      "what": "sha256 of the encoder's embeddings of 8 MMLU-Redux queries and the benchmark's roles (torch, the "
+              "default backend, and jax), and of the stage-2 scorer fitted on the torch ones (3 epochs), per ISA level; natively and under QEMU's emulated AMD "
               f"{QEMU_CPU} (AVX2, no AVX-512) where installed ('compared': what the emulated probe computed)",
       "native": native, "emulated": emulated,
       "compared": list(key),
@@ -147,6 +154,7 @@ def run(*, out: str, flags: Mapping[str, Any], emulate: bool = True, emulate_fit
       "unpinned_equal_across_cpus": (all(native["native"][k] == emulated["native"][k] for k in key)
                                      if key[0] in emulated.get("native", {}) else None),
       "pin_cost": {"embed": round(native["avx2"]["embed_s"] / native["native"]["embed_s"], 3),
+                   "jax_embed": round(native["avx2"]["jax_embed_s"] / native["native"]["jax_embed_s"], 3),
                    "fit": round(native["avx2"]["fit_s"] / native["native"]["fit_s"], 3)},
       "machine": machine(load_before, note="2 shared cores; the emulated probe's timings are QEMU's, not a CPU's"),
       "provenance": provenance(seed=0, benchmarks=("mmlu_redux",), flags=flags),

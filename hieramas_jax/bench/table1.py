@@ -5,7 +5,10 @@ Segments: `table` is the command a user runs (`reproduce_table1.py` with no meth
 the suite's total-cost HieraMAS variant included), goal on 2 cores cold <= 600 s and warm <= 60 s (issue
 29: "timed as the user runs it, every row included"). Issue 20's split stays beside it: `published` is
 every Table 1 row as its authors ran it (all rows but the total-cost variant), same goals; `suite_recipe_row`
-is that variant alone, reported without a goal. Each segment has its own cold cache, so none warms another.
+is that variant alone, reported without a goal. `table_jax_encoder` is `table` with every method's sentence
+encoder on the jax backend (`learn/jax_encoder.py`, one `--method_option=<method>.encoder=...:jax` per
+method that has one): what the table would take if that backend were the default (it is not: switching moves
+every learned result's embeddings), same goals. Each segment has its own cold cache, so none warms another.
 
 cold: a fresh cache directory (responses, embeddings, grades, compiled XLA) and a fresh run root, so every
 call is made, every text embedded, every program graded and every step compiled. warm: the same caches,
@@ -46,7 +49,9 @@ REPRODUCE = REPO_DIR / "experiments" / "reproduce_table1.py"
 SUITE_RECIPE_ROW = "hieramas_total_cost"
 # Issue 29's goals for the whole command and issue 20's for the published-recipe rows, on 2 cores.
 GOALS = {"table": {"cold_s": 600, "warm_s": 60}, "published": {"cold_s": 600, "warm_s": 60},
-         "suite_recipe_row": None}
+         "suite_recipe_row": None, "table_jax_encoder": {"cold_s": 600, "warm_s": 60}}
+# Segments that time the whole command (no method flag), the first as the user types it.
+WHOLE_TABLE = ("table", "table_jax_encoder")
 NOTE = ("cells run concurrently, so a table's wall is its slowest cell's fit plus evaluation; cpu_s counts "
         "this benchmark's children (the runner process, the sim process, sandboxes); other load on the "
         "machine slows every figure; each segment carries the scope and provenance of the run that "
@@ -144,7 +149,7 @@ def _dominates(run_: dict) -> str:
 def segment_methods(segment: str, methods: Sequence[str] | None) -> list[str]:
   """The methods a segment runs: every row (`table`), the published table (reproduce_table1.py's rows less
   the suite-recipe row) or the suite-recipe row alone; `methods` replaces the first two's."""
-  if segment == "table":
+  if segment in WHOLE_TABLE:
     return list(methods) if methods else list(TABLE1_METHODS)
   if segment == "suite_recipe_row":
     return [SUITE_RECIPE_ROW]
@@ -160,13 +165,15 @@ def _time_segment(segment: str, work: pathlib.Path, *, limit: int | None, train_
   env = dict(os.environ, HIERAMAS_CACHE_DIR=str(seg / "cache"), PYTHONPATH=str(REPO_DIR), WANDB_MODE="offline")
   run_methods = segment_methods(segment, methods)
   common = ["--progress=false", f"--out_dir={seg / 'out'}"]
-  if segment != "table" or methods:  # the whole table is timed as the user types it: no method flag
+  if segment not in WHOLE_TABLE or methods:  # the whole table is timed as the user types it: no method flag
     common.append(f"--methods={','.join(run_methods)}")
   if limit:
     common.append(f"--limit={limit}")
   if train_limit:
     common.append(f"--train_limit={train_limit}")
   common += [f"--method_option={o}" for o in method_option]
+  if segment == "table_jax_encoder":
+    common += [f"--method_option={o}" for o in encoder_options(run_methods, "jax")]
   load_before = load_average()[0]
   cold = _run(common + [f"--run_root={seg / 'runs-cold'}"], env, seg / "profile-cold.json")
   cold.update(_table_stats(seg / "out"))
@@ -192,6 +199,15 @@ def _time_segment(segment: str, work: pathlib.Path, *, limit: int | None, train_
       "what_dominates": {"cold": _dominates(cold), "warm": _dominates(warm)},
       "load_average_1m": {"before": load_before, "after": load_average()[0]},
   }
+
+
+def encoder_options(methods: Sequence[str], backend: str) -> list[str]:
+  """`METHOD.encoder=<bundled model>:<backend>` for each of `methods` that has a sentence encoder option."""
+  # pylint: disable=import-outside-toplevel
+  from hieramas_jax.learn.encoder import DEFAULT_MODEL
+  from hieramas_jax.methods.registry import make_method
+  return [f"{m}.encoder={DEFAULT_MODEL}:{backend}" for m in methods
+          if "encoder" in make_method(m, benchmark="math", pool="gpt-5-mini").describe()]
 
 
 def kept_segments(old: Mapping[str, Any], timed: Sequence[str]) -> dict:

@@ -9,7 +9,11 @@ Backends (same weights; each has its own cache keys, so their embeddings never m
   * "onnx": the same graph exported to ONNX Runtime with fused attention, length-sorted batches of 8
     (`onnx_encoder.py`): embeddings agree to ~1e-6, 1.5-2x faster on two cores;
   * "onnx-int8": that graph with dynamic int8 MatMuls; faster still but only ~0.98 worst-case cosine to
-    the torch embeddings on AVX2 (below the 0.99 the suite asks), so only for measurement.
+    the torch embeddings on AVX2 (below the 0.99 the suite asks), so only for measurement;
+  * "jax": the same network as one jitted XLA function (`jax_encoder.py`), one text per call like the torch
+    default, several times faster under the ISA pin (MKL's cross-vendor mode slows torch's sgemm) and
+    byte-equal across CPUs by XLA's pin; vectors agree with torch's to float32 rounding, not bit for bit.
+    Not the default yet: switching moves every learned result's embeddings (one rerun of every result).
   A model name may carry the backend after a colon ("all-MiniLM-L6-v2:onnx"), so a config's `encoder`
   string chooses it. The default stays "torch" because the ONNX path misses issue 11's 3x goal (see
   docs/learn.md), and a default change would move every learned result's embeddings.
@@ -54,7 +58,7 @@ from hieramas_jax.benchmarks.data import DataError
 from hieramas_jax.paths import cache_dir
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "jax")
 DEFAULT_BACKEND = "torch"
 _ONNX_VARIANTS = {"onnx": "fp32", "onnx-int8": "int8"}
 DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -198,8 +202,8 @@ class SentenceEncoder:
       cache_path: sqlite file for embeddings; default `<cache_dir>/embeddings.sqlite`.
       batch_size: texts per forward pass; default 1, so that a text's vector does not depend on the others
         (padding); another size is for measurement only and gets cache keys of its own.
-      threads: forward passes at once (default: the cores this process may use). Only the torch backend
-        at batch size 1 runs several, where it cannot change a vector; the others run one.
+      threads: forward passes at once (default: the cores this process may use). Only the torch and jax
+        backends at batch size 1 run several, where it cannot change a vector; the others run one.
     """
     model, backend = split_backend(model, backend)
     self.model_name = model
@@ -222,7 +226,7 @@ class SentenceEncoder:
     wanted = threads or len(os.sched_getaffinity(0))
     if wanted < 1:
       raise EncoderError(f"threads must be >= 1, got {wanted}")
-    self.threads = wanted if (backend == "torch" and self.batch_size == 1) else 1
+    self.threads = wanted if (backend in ("torch", "jax") and self.batch_size == 1) else 1
     self._models: list = []
     self._pool: ThreadPoolExecutor | None = None
     self._model_lock = threading.Lock()
@@ -233,6 +237,10 @@ class SentenceEncoder:
     """The first `copies` model copies, loaded on first need (a run whose texts are all cached never loads
     torch weights)."""
     with self._model_lock:
+      if self.backend == "jax":  # one jitted function serves every thread (no per-thread model state)
+        if not self._models:
+          self._models.append(self._load_jax())
+        return self._models * copies
       while len(self._models) < copies:
         # Offline before the import: transformers reads these at import time.
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -263,6 +271,13 @@ class SentenceEncoder:
     except Exception as e:  # many library-specific types; re-raise as one clear error
       raise EncoderError(f"cannot load sentence-transformers model {self.model_path!r} offline: {e}") from e
     return _TorchModel(model, self.batch_size)
+
+  def _load_jax(self):
+    from hieramas_jax.learn import jax_encoder  # pylint: disable=import-outside-toplevel
+    try:
+      return jax_encoder.load_model(str(self.model_path))
+    except jax_encoder.JaxEncoderError as e:
+      raise EncoderError(str(e)) from e
 
   def _load_onnx(self):
     from hieramas_jax.learn import onnx_encoder  # pylint: disable=import-outside-toplevel
