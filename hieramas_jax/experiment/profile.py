@@ -141,6 +141,13 @@ class Profiler:
     self._wall0 = time.monotonic()
     self._self0 = resource.getrusage(resource.RUSAGE_SELF)
     self._kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # First reading, here and not on the sampling thread: every thread's clock at start(), so that CPU used
+    # before profiling is not charged and CPU used after it is (read on the sampling thread, a thread started
+    # right after start() was already busy by then, and its first moments went to `unattributed`).
+    for ident in sys._current_frames():  # pylint: disable=protected-access
+      cpu = self._thread_cpu_ns(ident)
+      if cpu is not None:
+        self._last[ident] = cpu
     self._thread.start()
     return self
 
@@ -166,7 +173,10 @@ class Profiler:
       now = self._thread_cpu_ns(ident)
       if now is None:
         continue
-      used = now - self._last.get(ident, now)
+      # A thread first seen after profiling began (it was not in the first reading) used all its CPU since:
+      # charged from 0 to the stack it is found in, not lost to `unattributed` (a short-lived thread or one
+      # born busy between two ticks was; a loaded machine's late first tick lost most of such a thread).
+      used = now - self._last.get(ident, 0)
       self._last[ident] = now
       if used > 0:
         cat = category(frame)
@@ -186,11 +196,6 @@ class Profiler:
       self.children[pid] = (kind, max(cpu, before))
 
   def _loop(self) -> None:
-    # First reading: every thread's clock now, so that CPU used before profiling is not charged.
-    for ident in sys._current_frames():  # pylint: disable=protected-access
-      cpu = self._thread_cpu_ns(ident)
-      if cpu is not None:
-        self._last[ident] = cpu
     while not self._stop.wait(self.interval_s):
       self._tick()
 
