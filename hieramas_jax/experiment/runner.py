@@ -315,7 +315,8 @@ async def _untrained_check(plan: CellPlan, ctx: RunContext, run_dir: pathlib.Pat
   wanted = {it.id for it in tests}
   done = {k for k in load_done(where) if k in wanted}
   method = plan.untrained
-  if len(done) < len(wanted):
+  computing = len(done) < len(wanted)
+  if computing:
     progress.status(plan.cell.key, "untrained check", done=len(done))
     await asyncio.to_thread(method.load_untrained)
     await method.prepare([it for it in tests if it.id not in done], ctx)
@@ -323,8 +324,7 @@ async def _untrained_check(plan: CellPlan, ctx: RunContext, run_dir: pathlib.Pat
                            desc=f"{plan.cell.key} untrained", save_traces=save_traces)
   summary = summarise(results)
   keep = ("n", "n_correct", "accuracy", "cost_usd", "prompt_tokens", "completion_tokens", "n_calls", "cached_calls")
-  return {**{k: summary[k] for k in keep}, "run_dir": repo_relative(where), "outcomes": outcomes(results)}, \
-      len(done) < len(wanted)
+  return {**{k: summary[k] for k in keep}, "run_dir": repo_relative(where), "outcomes": outcomes(results)}, computing
 
 
 def load_problems(plan: CellPlan) -> list[str]:
