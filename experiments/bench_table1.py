@@ -2,6 +2,7 @@
 
   python experiments/bench_table1.py                       # writes results/bench.json key "table1"
   python experiments/bench_table1.py --limit=5 --train_limit=16 --out=/tmp/bench.json   # a quick check
+  python experiments/bench_table1.py --scaling --scaling_runs=process --scaling_seeds=1,2,3 ...  # over seeds
 
 By default `table`: the command a user runs, every row (goal on 2 cores cold <= 600 s, warm <= 60 s), cold,
 warm and rerun. `--segments=published,suite_recipe_row` times issue 20's split instead: the rows as their
@@ -35,13 +36,14 @@ flags.DEFINE_bool("scaling", False, "Instead: the same table cold in one process
                   "table1_scaling; --scaling_runs says which).")
 flags.DEFINE_list("scaling_runs", list(table1.SCALING_RUNS), "--scaling: process or ray:<workers>[:<cells per CPU>], "
                   "each timed cold; an earlier entry's other runs of the same scope are kept.")
+flags.DEFINE_list("scaling_seeds", ["1"], "--scaling: numbers of seeds each run is timed at (n: --seeds=0..n-1).")
 
 
 def main():
   if FLAGS.scaling:
     table1.run_scaling(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods,
                        method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir,
-                       runs_wanted=FLAGS.scaling_runs)
+                       runs_wanted=FLAGS.scaling_runs, seed_counts=table1.parse_seed_counts(FLAGS.scaling_seeds))
     return
   refuse_cut_run(FLAGS, ("limit", "train_limit"), out_flag="out",
                  overwrites=f"the table's timings in {repo_relative(FLAGS.out)}")  # a quick check's are not

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from hieramas_jax.bench import cache, executor, table1, timing
 from hieramas_jax.bench.results import existing_entry, machine, publish, update_json_key
 
@@ -113,3 +115,16 @@ def test_cache_summary_reads_the_goals_at_one_million_entries_only():
 def test_cache_median_of_takes_each_fields_median():
   assert cache.median_of([{"a": 1.0, "b": 5.0}, {"a": 3.0, "b": 4.0}, {"a": 2.0, "b": 6.12345}]) == {
       "a": 2.0, "b": 5.0}
+
+
+def test_scaling_compares_runs_over_seeds_by_their_seed0_cells():
+  cell = lambda seed, correct: {"seed": seed, "accuracy": 50.0, "cost_usd": 0.1,  # noqa: E731
+                                "outcomes": {"ids_sha256": "x", "correct": correct}}
+  one = {"base|math|gpt-5-mini|main|seed0": cell(0, "10")}
+  three = {**one, "base|math|gpt-5-mini|main|seed1": cell(1, "01"), "base|math|gpt-5-mini|main|seed2": cell(2, "11")}
+  assert table1.seed0_digest(one) == table1.seed0_digest(three)
+  assert table1.seed0_digest(one) != table1.seed0_digest({"base|math|gpt-5-mini|main|seed0": cell(0, "01")})
+  assert table1.parse_seed_counts(["1", "3"]) == [1, 3]
+  for bad in (["0"], ["two"], []):
+    with pytest.raises(table1.UserError, match="--scaling_seeds"):
+      table1.parse_seed_counts(bad)

@@ -261,39 +261,55 @@ def parse_scaling_run(text: str) -> dict[str, Any]:
   raise UserError(f"--scaling_runs: {text!r} is not process or ray:<workers>[:<cells per CPU>]")
 
 
+def parse_seed_counts(texts: Sequence[str]) -> list[int]:
+  """["1", "3"] -> [1, 3]; anything but whole numbers >= 1 is one clear error."""
+  if not texts or not all(s.strip().isdigit() and int(s) >= 1 for s in texts):
+    raise UserError(f"--scaling_seeds: numbers of seeds >= 1, got {list(texts)}")
+  return [int(s) for s in texts]
+
+
+def seed0_digest(cells: Mapping[str, Any]) -> str:
+  """sha256 of the seed-0 cells' accuracy, cost and per-query outcomes: what every scaling run must agree on
+  whatever its executor or number of seeds (a one-seed table's digest is that of all its cells, as before)."""
+  return hashlib.sha256(json.dumps({k: (c["accuracy"], c["cost_usd"], c["outcomes"]) for k, c in cells.items()
+                                    if c["seed"] == 0}, sort_keys=True).encode()).hexdigest()
+
+
 def run_scaling(*, limit: int | None, train_limit: int | None, methods: Sequence[str] | None,
                 method_option: Sequence[str], out: str, work_dir: str | None,
-                runs_wanted: Sequence[str] = SCALING_RUNS) -> dict:
-  """How a table's cold wall time scales with the executor and its workers (issue 29): the same table, each
-  executor from its own cold cache and run root, timed as a user runs it; writes key `table1_scaling`,
-  keeping the runs of other executors an earlier call timed on the same scope.
+                runs_wanted: Sequence[str] = SCALING_RUNS, seed_counts: Sequence[int] = (1,)) -> dict:
+  """How a table's cold wall time scales with the executor, its workers and the number of seeds (issue 29):
+  the same table, each run from its own cold cache and run root, timed as a user runs it; writes key
+  `table1_scaling`, keeping the runs an earlier call timed on the same scope (another executor or seed count).
 
-  Every run's table must be the same (accuracy, cost and per-query outcomes of every cell); `same_table`
-  says whether they are, over every run in the entry.
+  Each executor in `runs_wanted` is timed at every count in `seed_counts` (n: `--seeds=0,...,n-1`, each seed an
+  independent simulated world, so n seeds are n times the calls). Every run's seed-0 cells must be the same
+  (accuracy, cost and per-query outcomes); `same_table` says whether they are, over every run in the entry.
   """
   logging.getLogger().setLevel(logging.INFO)
-  wanted = [parse_scaling_run(r) for r in runs_wanted]
+  wanted = [{**parse_scaling_run(r), "seeds": n} for r in runs_wanted for n in seed_counts]
   work = pathlib.Path(work_dir or tempfile.mkdtemp(prefix="bench-scaling-"))
   scope = {"limit": limit, "train_limit": train_limit, "methods": methods, "method_option": method_option}
   old = existing_entry(out, SCALING_KEY)
-  ident = lambda r: (r["executor"], r["workers"], r.get("cells_per_cpu"))  # pylint: disable=unnecessary-lambda-assignment
+  # A run timed before seeds were a dimension ran seed 0 alone.
+  ident = lambda r: (r["executor"], r["workers"], r.get("cells_per_cpu"), r.get("seeds", 1))  # pylint: disable=unnecessary-lambda-assignment
   kept = [r for r in old.get("runs", []) if old.get("scope") == scope and ident(r) not in {ident(w) for w in wanted}]
   load_before = load_average()
   runs = []
   for run_ in wanted:
-    name = "-".join(str(v) for v in ident(run_) if v is not None)
+    name = "-".join(str(v) for v in ident(run_)[:3] if v is not None) + f"-seeds{run_['seeds']}"
     where = work / name
     env = dict(os.environ, HIERAMAS_CACHE_DIR=str(where / "cache"), PYTHONPATH=str(REPO_DIR), WANDB_MODE="offline")
     args = ["--progress=false", f"--out_dir={where / 'out'}", f"--run_root={where / 'runs'}",
-            f"--methods={','.join(segment_methods('published', methods))}", f"--executor={run_['executor']}"]
+            f"--methods={','.join(segment_methods('published', methods))}", f"--executor={run_['executor']}",
+            f"--seeds={','.join(str(s) for s in range(run_['seeds']))}"]
     args += [f"--limit={limit}"] * bool(limit) + [f"--train_limit={train_limit}"] * bool(train_limit)
     if run_["executor"] == "ray":
       args += [f"--ray_workers={run_['workers']}", f"--ray_cells_per_cpu={run_['cells_per_cpu']}"]
     args += [f"--method_option={o}" for o in method_option]
     timed = _run(args, env)
     record = json.loads(_table_file(where / "out").read_text())
-    table_sha256 = hashlib.sha256(json.dumps({k: (c["accuracy"], c["cost_usd"], c["outcomes"])
-                                              for k, c in record["cells"].items()}, sort_keys=True).encode()).hexdigest()
+    table_sha256 = seed0_digest(record["cells"])
     runs.append({**run_, **timed, **_table_stats(where / "out"), "table_sha256": table_sha256,
                  "load_average_1m_after": load_average()[0]})
   all_runs = kept + runs
@@ -309,6 +325,6 @@ def run_scaling(*, limit: int | None, train_limit: int | None, methods: Sequence
            "provenance": provenance(seed=0, benchmarks=("humaneval_plus", "math", "mmlu_redux"), flags=scope,
                                     backend="sim")}
   publish(out, SCALING_KEY, entry)
-  print("; ".join(f"{r['executor']} {r['workers'] or ''} {r.get('cells_per_cpu') or ''}: {r['wall_s']} s"
-                  for r in all_runs) + f"; same table: {entry['same_table']} -> {out} (key {SCALING_KEY})")
+  print("; ".join(f"{r['executor']} {r['workers'] or ''} {r.get('cells_per_cpu') or ''} x{r.get('seeds', 1)} seeds: "
+                  f"{r['wall_s']} s" for r in all_runs) + f"; same table: {entry['same_table']} -> {out} (key {SCALING_KEY})")
   return entry
