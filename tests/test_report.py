@@ -254,3 +254,18 @@ def test_hieramas_test_summary_is_the_same_bytes_in_any_completion_order():
     shuffled = [records[j] for j in np.random.default_rng(seed).permutation(len(records))]
     assert json.dumps(hieramas_report.test_summary(shuffled, roles, 300.0)) == want
     assert hieramas_report.chosen(shuffled) == hieramas_report.chosen(records)
+
+
+def test_table3_prints_the_untrained_check_and_the_cost_pointer_names_the_files_written():
+  cells = [_cell("gdesigner", "mmlu_redux", p, [1] * 40, [0.1] * 40, setting="generalization")
+           for p in ("gpt-5-mini", "qwen3-80b")]
+  for c in cells:  # untrained: half right on the same queries
+    c["untrained"] = {"accuracy": 50.0, "cost_usd": 1.0, "n_calls": 40,
+                      "outcomes": {"ids_sha256": "same", "correct": "".join("10" * 20)}}
+  md = table3_markdown(derive(_record(cells, setting="generalization")))
+  assert "Did training beat the untrained method?" in md
+  assert "| GDesigner | **learned**: +50.00 [" in md and "| 2 of 2 |" in md
+  beyond = [_cell(m, "math", p, [1, 0], [0.1] * 2) for m in ("base", "maas") for p in ("gpt-5-mini", "qwen3-80b")]
+  derived = derive(_record(beyond))
+  assert "`table4.md` and `table11.md`" in table1_markdown(derived)  # a plain table naming a beyond-paper method
+  assert "`table4_extended_limit3.md` and `table11_extended_limit3.md`" in table1_markdown(derived, "_extended_limit3")

@@ -240,8 +240,9 @@ def _untrained_section(derived: Mapping[str, Any], columns, setting) -> list[str
   return lines
 
 
-def table1_markdown(derived: Mapping[str, Any]) -> str:
-  """Table 1 in the paper's layout (rows: methods; columns: benchmark x backbone; Avg.)."""
+def table1_markdown(derived: Mapping[str, Any], suffix: str = "") -> str:
+  """Table 1 in the paper's layout (rows: methods; columns: benchmark x backbone; Avg.). `suffix`: the file-name
+  suffix the tables are written with (`write_tables`), which the pointer to the cost tables names."""
   columns = _columns(derived)
   setting = derived["spec"]["setting"]
   beyond = [m for m in paper.BEYOND_PAPER_METHODS if m in derived["spec"]["methods"]]
@@ -283,8 +284,7 @@ def table1_markdown(derived: Mapping[str, Any]) -> str:
   lines += _paired_section(derived, columns, setting)
   lines += _untrained_section(derived, columns, setting)
   lines += _learning_beyond_section(derived)
-  tail = "_extended" if beyond else ""
-  lines += ["", f"Inference and training costs of the same runs: `table4{tail}.md` and `table11{tail}.md`."]
+  lines += ["", f"Inference and training costs of the same runs: `table4{suffix}.md` and `table11{suffix}.md`."]
   lines += _provenance(derived)
   return "\n".join(lines)
 
@@ -305,6 +305,7 @@ def table3_markdown(derived: Mapping[str, Any]) -> str:
     lines.append(f"| {paper.method_title(r)} | " + " | ".join(
         _accuracy_text(derived, r, b, p, "generalization") for b, p in columns) + f" | {_fmt(avg)} |")
   lines += _paired_section(derived, columns, "generalization")
+  lines += _untrained_section(derived, columns, "generalization")
   lines += _provenance(derived)
   return "\n".join(lines)
 
@@ -398,7 +399,7 @@ def write_tables(record: Mapping[str, Any], out_dir: str | pathlib.Path, *, suff
   if record["spec"]["setting"] == "generalization":
     files = {f"table3{suffix}": (derived, table3_markdown(derived))}
   else:
-    files = {f"table1{suffix}": (derived, table1_markdown(derived)),
+    files = {f"table1{suffix}": (derived, table1_markdown(derived, suffix)),
              f"table4{suffix}": (_cost_json(derived, "cost_usd"), table4_markdown(derived)),
              f"table11{suffix}": (_cost_json(derived, "training_cost_usd"), table11_markdown(derived))}
   written = []
