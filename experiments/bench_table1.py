@@ -3,6 +3,7 @@
   python experiments/bench_table1.py                       # writes results/bench.json key "table1"
   python experiments/bench_table1.py --limit=5 --train_limit=16 --out=/tmp/bench.json   # a quick check
   python experiments/bench_table1.py --scaling --scaling_runs=process --scaling_seeds=1,2,3 ...  # over seeds
+  python experiments/bench_table1.py --install         # make install on a fresh clone: key "install"
 
 By default `table`: the command a user runs, every row (goal on 2 cores cold <= 600 s, warm <= 60 s), cold,
 warm and rerun. `--segments=published,suite_recipe_row` times issue 20's split instead: the rows as their
@@ -36,10 +37,14 @@ flags.DEFINE_bool("scaling", False, "Instead: the same table cold in one process
                   "table1_scaling; --scaling_runs says which).")
 flags.DEFINE_list("scaling_runs", list(table1.SCALING_RUNS), "--scaling: process or ray:<workers>[:<cells per CPU>], "
                   "each timed cold; an earlier entry's other runs of the same scope are kept.")
+flags.DEFINE_bool("install", False, "Instead: time `make install` on a fresh clone of HEAD (key install).")
 flags.DEFINE_list("scaling_seeds", ["1"], "--scaling: numbers of seeds each run is timed at (n: --seeds=0..n-1).")
 
 
 def main():
+  if FLAGS.install:
+    table1.time_install(out=FLAGS.out, work_dir=FLAGS.work_dir)
+    return
   if FLAGS.scaling:
     table1.run_scaling(limit=FLAGS.limit, train_limit=FLAGS.train_limit, methods=FLAGS.methods,
                        method_option=FLAGS.method_option, out=FLAGS.out, work_dir=FLAGS.work_dir,

@@ -128,3 +128,10 @@ def test_scaling_compares_runs_over_seeds_by_their_seed0_cells():
   for bad in (["0"], ["two"], []):
     with pytest.raises(table1.UserError, match="--scaling_seeds"):
       table1.parse_seed_counts(bad)
+
+
+def test_the_install_is_timed_on_a_fresh_clone_only(tmp_path):
+  (tmp_path / "clone").mkdir()
+  with pytest.raises(table1.UserError, match="fresh clone"):
+    table1.time_install(out=str(tmp_path / "bench.json"), work_dir=str(tmp_path))
+  assert not (tmp_path / "bench.json").exists()

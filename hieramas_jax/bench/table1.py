@@ -243,6 +243,43 @@ def run(*, limit: int | None, train_limit: int | None, methods: Sequence[str] | 
   return entry
 
 
+INSTALL_KEY = "install"
+
+
+def time_install(*, out: str, work_dir: str | None) -> dict:
+  """`make install` on a fresh clone of this repository's HEAD, timed as a new user meets it before
+  `make reproduce-table1` (issue 29: "install apart, measured and reported too"); writes key `install`.
+
+  The clone gets its own `.venv`; pip still reads this machine's download cache (its size is recorded), so
+  a machine that has never downloaded the wheels adds their download time on top.
+  """
+  work = pathlib.Path(work_dir or tempfile.mkdtemp(prefix="bench-install-"))
+  clone = work / "clone"
+  if clone.exists():
+    raise UserError(f"{clone} exists: give --work_dir a new directory (the install is timed on a fresh clone)")
+  subprocess.run(["git", "clone", "--quiet", str(REPO_DIR), str(clone)], check=True)
+  commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
+                          check=True).stdout.strip()
+  env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+  load_before = load_average()
+  t0 = time.monotonic()
+  proc = subprocess.run(["make", "install"], cwd=clone, capture_output=True, text=True, env=env, check=False)
+  wall = time.monotonic() - t0
+  if proc.returncode != 0:
+    raise RuntimeError(f"make install failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+  pip_cache = pathlib.Path.home() / ".cache" / "pip"
+  cache_bytes = sum(f.stat().st_size for f in pip_cache.rglob("*") if f.is_file()) if pip_cache.exists() else 0
+  entry = {"wall_s": round(wall, 1), "commit": commit, "pip_download_cache_mb": round(cache_bytes / 2**20),
+           "machine": machine(load_before),
+           "note": "make install in a fresh clone (its own .venv, bubblewrap and the report tools already on the "
+                   "machine); pip reads the machine's download cache, so a machine without one adds the wheels' "
+                   "download",
+           "provenance": provenance(seed=None, flags={"install": True})}
+  publish(out, INSTALL_KEY, entry)
+  print(f"make install on a fresh clone of {commit[:12]}: {entry['wall_s']} s -> {out} (key {INSTALL_KEY})")
+  return entry
+
+
 SCALING_KEY = "table1_scaling"
 # The executors timed, "process" or "ray:<workers>[:<cells per CPU>]": one process, then Ray on 1 and 2 cores.
 SCALING_RUNS = ("process", "ray:1", "ray:2")
