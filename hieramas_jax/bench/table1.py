@@ -267,13 +267,18 @@ def time_install(*, out: str, work_dir: str | None) -> dict:
   wall = time.monotonic() - t0
   if proc.returncode != 0:
     raise RuntimeError(f"make install failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-  pip_cache = pathlib.Path.home() / ".cache" / "pip"
-  cache_bytes = sum(f.stat().st_size for f in pip_cache.rglob("*") if f.is_file()) if pip_cache.exists() else 0
-  entry = {"wall_s": round(wall, 1), "commit": commit, "pip_download_cache_mb": round(cache_bytes / 2**20),
+  size_mb = lambda d: round(sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) / 2**20) \
+      if d.is_dir() else 0  # pylint: disable=unnecessary-lambda-assignment
+  # Where pip found wheels without downloading them: its cache and any local wheel directories (sizes only:
+  # a machine's paths stay out of results).
+  links = [pathlib.Path(d) for d in os.environ.get("PIP_FIND_LINKS", "").split() if d and "://" not in d]
+  entry = {"wall_s": round(wall, 1), "commit": commit,
+           "pip_download_cache_mb": size_mb(pathlib.Path.home() / ".cache" / "pip"),
+           "local_wheel_dirs_mb": sum(size_mb(d) for d in links),
            "machine": machine(load_before),
            "note": "make install in a fresh clone (its own .venv, bubblewrap and the report tools already on the "
-                   "machine); pip reads the machine's download cache, so a machine without one adds the wheels' "
-                   "download",
+                   "machine); pip takes what it can from its download cache and the local wheel directories "
+                   "(PIP_FIND_LINKS), so a machine without them adds the wheels' download",
            "provenance": provenance(seed=None, flags={"install": True})}
   publish(out, INSTALL_KEY, entry)
   print(f"make install on a fresh clone of {commit[:12]}: {entry['wall_s']} s -> {out} (key {INSTALL_KEY})")
