@@ -97,3 +97,14 @@ def test_a_difficulty_spread_is_measured_with_theta_refitted(record):
   row = next(r for r in rec["rows"] if r["name"] == "LATENT_DIFFICULTY_SIGMA")
   assert row["refit_theta"]
   assert abs(row["changes"]["high"]["base/gpt-5-mini/mmlu_redux"]["delta"]) < 5.0, row["changes"]["high"]
+
+
+def test_the_table_shows_every_row_and_marks_noise(record):
+  from hieramas_jax.report.calibration import constant_sensitivity_markdown  # pylint: disable=import-outside-toplevel
+  rec, _, _ = record
+  text = "\n".join(constant_sensitivity_markdown(rec))
+  for name in SELECTED:
+    assert f"| {name} |" in text
+  role = next(line for line in text.splitlines() if line.startswith("| ROLE_FIT |"))
+  assert role.count(" / ") >= len(C.QUANTITIES)  # a low and a high change in every quantity's cell
+  assert "- role agent gpt-5-mini (both): " in text and "Not perturbed:" in text

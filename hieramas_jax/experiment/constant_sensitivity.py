@@ -21,6 +21,11 @@ answers from another question, and on length (cost, and the deepseek-r1-14b MATH
 - `sc_gain`: SC+CoT (5 samples, the suite's majority vote) minus its first sample, sampled;
 - `adoption`: share of MATH items where gpt-5-mini adopts one of two proposals from another question
   (tests/test_sim_reading.py's protocol), sampled;
+- `paraphrase`: the expected accuracy of gpt-5-mini on MATH asked to reason in the five wordings issue 28 measured
+  (`PARAPHRASES`, none an exemplar of sim/intent.py): what the intent reader's constants decide;
+- `layouts`: the expected accuracy of gpt-5-mini over the layouts issue 28 found unread (Du et al.'s one-line
+  MMLU options with text on option D's line; a MATH CoT request followed by an irrelevant sentence with a number,
+  or by a length limit): what the reading's constants decide;
 - `tokens`: mean completion tokens of gpt-5-mini's CoT call on MATH; `r1_cut`: share of deepseek-r1-14b's Base
   calls on MATH whose completion exceeds the suite's cap of 2048 tokens.
 
@@ -44,7 +49,7 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from hieramas_jax.benchmarks.data import Item
+from hieramas_jax.benchmarks.data import LETTERS, Item
 from hieramas_jax.llm.registry import get_model, get_pool
 from hieramas_jax.mas import roles
 from hieramas_jax.methods.api import RunContext
@@ -60,6 +65,19 @@ N_FOREIGN = 150
 STRONG, WEAK = "gpt-5-mini", "llama-8b"
 REASONER = "deepseek-r1-14b"
 CAP = 2048
+# Items of the paraphrase and layout quantities (the first of each sample): one call per wording and item.
+N_READING = 100
+BOXED = "Please put your final answer within \\boxed{}."
+# The five wordings issue 28 measured (tests/test_sim_reading.py holds them out of the intent exemplars).
+PARAPHRASES = (
+    "Solve the problem, showing each step of your derivation.",
+    "Provide a detailed solution before giving the final answer.",
+    "Walk through the solution carefully, then answer.",
+    "Explain how you get the answer.",
+    "Show your work.",
+)
+# Sentences appended after a request that ask nothing of the task (issue 28: the v3 reader lost the item).
+APPENDED = ("This request was logged as ticket 4821.", "Keep your final response under 200 words.")
 # A change of a sampled quantity within this many paired standard errors is marked as within noise.
 NOISE_SE = 2.0
 
@@ -77,6 +95,8 @@ QUANTITIES = (
     ("synthesis_gain", "synthesis gain (both)", "pts", True),
     ("sc_gain", "SC+CoT gain (both)", "pts", True),
     ("adoption", "foreign adoption MATH", "pts", True),
+    ("paraphrase", "5 CoT paraphrases gpt-5-mini MATH", "pts", False),
+    ("layouts", "issue-28 layouts gpt-5-mini", "pts", False),
     ("tokens", "tokens CoT gpt-5-mini MATH", "tok", False),
     ("r1_cut", "r1-14b MATH cut at 2048", "pts", False),
 )
@@ -211,9 +231,9 @@ def perturbations() -> list[Perturbation]:
                    _simple(P, "VISIBLE_TOKENS", _scaled_visible(0.5), _scaled_visible(2.0))),
       Perturbation("Aggregation.dilution_tokens", "assumed", f"{agg.dilution_tokens:g}", "3000", "12000",
                    "half / double", lambda w: aggregation_field("dilution_tokens", 3000.0 if w == "low" else 12000.0)),
-      Perturbation("Aggregation.unplaced_support", "assumed", f"{agg.unplaced_support:g}", "0", "0.2",
-                   "never counted / four times (v3 counted them as 1)",
-                   lambda w: aggregation_field("unplaced_support", 0.0 if w == "low" else 0.2)),
+      Perturbation("Aggregation.unplaced_support", "assumed", f"{agg.unplaced_support:g}", "0", "1",
+                   "never counted / counted as a placed answer (v3)",
+                   lambda w: aggregation_field("unplaced_support", 0.0 if w == "low" else 1.0)),
       Perturbation("intent.MIN_SIMILARITY", "assumed", f"{intent.MIN_SIMILARITY:g}", "0.35", "0.55",
                    "+-0.1 around the hand-chosen value", _simple(intent, "MIN_SIMILARITY", 0.35, 0.55, reads=True),
                    reads=True),
@@ -323,6 +343,14 @@ def measure(sim: BehaviourModel) -> dict[str, np.ndarray]:
             {"role": "user", "content": roles.question_block(it, cot=False)}]
     adopted.append(float(sim.reply(STRONG, msgs, 1.0, None, 0).adopted))
   out["adoption"] = np.array(adopted)
+  out["paraphrase"] = np.array([
+      np.mean([_expected(sim, STRONG, it, _user(it, BOXED, w), 1.0) for w in PARAPHRASES])
+      for it in items["math"][:N_READING]])
+  out["layouts"] = np.array(
+      [_expected(sim, STRONG, it, du_mmlu(it, " (logged as ticket 4821)"), 1.0)
+       for it in items["mmlu_redux"][:N_READING]]
+      + [np.mean([_expected(sim, STRONG, it, _user(it, BOXED, roles.STEP_BY_STEP, a), 1.0) for a in APPENDED])
+         for it in items["math"][:N_READING]])
   lengths = []
   for it in items["math"]:
     r = sim.reply(STRONG, roles.single_model_messages(it, cot=True), 1.0, None, 0)
@@ -334,6 +362,21 @@ def measure(sim: BehaviourModel) -> dict[str, np.ndarray]:
     cut.append(float(r.reasoning_tokens + count_tokens(r.text) > CAP))
   out["r1_cut"] = np.array(cut)
   return out
+
+
+def _user(item: Item, *extra: str) -> list[dict]:
+  """A user turn only: the question, then each extra paragraph (another codebase's layout, not the suite's)."""
+  return [{"role": "user", "content": "\n\n".join((item.question.rstrip(),) + extra)}]
+
+
+def du_mmlu(item: Item, appended_to_d: str = "") -> list[dict]:
+  """Du et al.'s one-line MMLU question (composable-models/llm_multiagent_debate, mmlu/gen_mmlu.py), with
+  `appended_to_d` on option D's line."""
+  options = ", ".join(f"{letter}) {choice}" + (appended_to_d if letter == "D" else "")
+                      for letter, choice in zip(LETTERS, item.meta["choices"]))
+  return [{"role": "user", "content": f"Can you answer the following question as accurately as possible? "
+                                      f"{item.meta['stem']}: {options} Explain your answer, putting the answer "
+                                      f"in the form (X) at the end of your response."}]
 
 
 def build_sim(index: reading.ItemIndex | None = None, refit_theta: bool = False) -> BehaviourModel:
