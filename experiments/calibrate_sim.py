@@ -20,6 +20,7 @@ from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS
                                                  run_calibration)
 from hieramas_jax.experiment.cli import open_backends, refuse_cut_run, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.constant_sensitivity import constant_sensitivity
 from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.experiment.writers import log_result_run
@@ -82,8 +83,8 @@ def main():
                                    run_root=FLAGS.run_root, flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
                                    profile=FLAGS.sim_profile,
-                                   constants=FLAGS.constants and FLAGS.backend == "sim" and not FLAGS.base_url
-                                   and not FLAGS.pool_file)
+                                   constants=constant_sensitivity if FLAGS.constants and FLAGS.backend == "sim"
+                                   and not FLAGS.base_url and not FLAGS.pool_file else None)
 
   record = aio.run(go())
   write_calibration(record, FLAGS.out_dir)

@@ -110,7 +110,7 @@ def test_the_table_shows_every_row_and_marks_noise(record):
   assert "- role agent gpt-5-mini (both): " in text and "Not perturbed:" in text
 
 
-def test_the_calibration_computes_it_outside_its_event_loop(tmp_path, monkeypatch):
+def test_the_calibration_computes_it_outside_its_event_loop(tmp_path):
   """The harness runs the suite's methods under asyncio.run; the calibration is a coroutine (it failed so once)."""
   import asyncio  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
@@ -121,7 +121,6 @@ def test_the_calibration_computes_it_outside_its_event_loop(tmp_path, monkeypatc
   def stub():
     asyncio.run(asyncio.sleep(0))  # what `measure` does: raises inside a running loop
     return {"rows": []}
-  monkeypatch.setattr(C, "constant_sensitivity", stub)
   flags = types.SimpleNamespace(backend="sim", base_url=None, api_key_env=None, model_map=[], max_concurrency=4,
                                 request_timeout_s=30.0, max_retries=1)
 
@@ -129,5 +128,5 @@ def test_the_calibration_computes_it_outside_its_event_loop(tmp_path, monkeypatc
     async with open_backend(flags, seed=0, cache_root=tmp_path / "cache") as backend:
       return await run_calibration({0: backend}, models=["llama-8b"], benchmarks=["math"], n_items=2, collab_items=1,
                                    code_seeds=[0], seed=0, run_root=tmp_path / "runs", flags={}, sections=(),
-                                   progress=False, constants=True)
+                                   progress=False, constants=stub)
   assert asyncio.run(go())["constant_sensitivity"] == {"rows": []}

@@ -24,7 +24,7 @@ and cell key, listed in the configuration's `cell_keys`). Sections of `results/c
   all-roles graph, fixed in advance: `mas/structures.sparse_graph`) on the test splits against the
   paper's $2.56 (MATH) and $3.92 (MMLU-Redux), goal +-30%; Full-Graph on MMLU-Redux against $4.23.
 - `error_coincidence`: how often wrong answers coincide (in-process, from the sim's answer keys).
-- `constant_sensitivity` (sim only, `constants=True`): what each hand-chosen constant moves, low and high
+- `constant_sensitivity` (sim only, `constants`): what each hand-chosen constant moves, low and high
   alternatives against the served values, in process (`experiment/constant_sensitivity.py`).
 
 Items: MATH all 500; MMLU-Redux a seeded sample (`--n_items`); HumanEval+ all 164 under several sim
@@ -367,12 +367,14 @@ async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[s
                           run_root: str | pathlib.Path, flags: Mapping[str, Any],
                           sections: Sequence[str] = SECTIONS, tolerance: float = DEFAULT_TOLERANCE_PTS,
                           max_queries: int = 64, progress: bool = True, command: str | None = None,
-                          cost_limit: int | None = None, profile: str = "fitted", constants: bool = False
-                          ) -> dict[str, Any]:
+                          cost_limit: int | None = None, profile: str = "fitted",
+                          constants: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
   """Measures the selected sections; returns calibration.json's record (`report.calibration` writes it).
 
-  `constants`: also what each hand-chosen constant of the embedded sim moves (minutes, in process; not a
-  section of the endpoint's measurements, so quick runs and tests leave it out).
+  `constants`: computes what each hand-chosen constant of the embedded sim moves
+  (`experiment.constant_sensitivity.constant_sensitivity`: minutes, in process; not a section of the endpoint's
+  measurements, so quick runs and tests leave it out). Passed in, not imported: that module reads this one's
+  configurations.
   """
   first = backends[code_seeds[0]]
   prov = provenance(seed=seed, benchmarks=benchmarks, flags=flags, backend=first.label, command=command)
@@ -397,11 +399,10 @@ async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[s
   record["error_coincidence"] = error_coincidence_table(benchmarks, min(n_items, 1000), seed)
   record["aggregation_fit"] = aggregation_fit_record()
   record["parameters"] = parameter_table(profile)
-  if constants:
-    from hieramas_jax.experiment import constant_sensitivity as sensitivity  # pylint: disable=import-outside-toplevel
+  if constants is not None:
     # Its own thread: it runs the suite's methods in process under asyncio.run (no request of the sections above is
     # in flight any more, so the constants it replaces for a while are read by nothing else).
-    record["constant_sensitivity"] = await asyncio.to_thread(sensitivity.constant_sensitivity)
+    record["constant_sensitivity"] = await asyncio.to_thread(constants)
   record["provenance"] = prov
   return record
 
