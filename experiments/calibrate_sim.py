@@ -20,6 +20,7 @@ from hieramas_jax.experiment.calibration import (DEFAULT_TOLERANCE_PTS, SECTIONS
                                                  run_calibration)
 from hieramas_jax.experiment.cli import open_backends, refuse_cut_run, selected_flags
 from hieramas_jax.experiment.console import define_verbose_flag
+from hieramas_jax.experiment.constant_sensitivity import constant_sensitivity
 from hieramas_jax.experiment.rundir import repo_relative
 from hieramas_jax.experiment.spec import InvalidRunError
 from hieramas_jax.experiment.writers import log_result_run
@@ -42,6 +43,8 @@ flags.DEFINE_float("tolerance", DEFAULT_TOLERANCE_PTS, "Points off target that f
 flags.DEFINE_string("out_dir", str(RESULTS_DIR), "Where calibration.json / .md are written.")
 flags.DEFINE_string("run_root", str(REPO_DIR / "runs" / "calibration"), "Per-cell run directories.")
 flags.DEFINE_integer("max_queries", 64, "Most queries in flight at once.", lower_bound=1)
+flags.DEFINE_bool("constants", True, "Also compute what each hand-chosen constant of the embedded sim moves (low and "
+                  "high alternatives, in process, a few minutes; --backend=sim only).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
 flags.DEFINE_bool("wandb", True, "Log calibration.json as a W&B run (offline unless WANDB_MODE=online or "
                   "WANDB_API_KEY is set).")
@@ -49,9 +52,9 @@ define_backend_flags()
 define_verbose_flag()
 
 # Flags that cut the calibration down from the full one results/calibration.json holds.
-PARTIAL_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds")
+PARTIAL_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds", "constants")
 RUN_FLAGS = ("models", "benchmarks", "sections", "n_items", "collab_items", "code_seeds", "seed", "tolerance",
-             "out_dir", "run_root", "max_queries", "wandb") + BACKEND_FLAG_NAMES
+             "out_dir", "run_root", "max_queries", "wandb", "constants") + BACKEND_FLAG_NAMES
 
 
 def check_flags() -> tuple[list[str], list[str], list[int]]:
@@ -79,7 +82,9 @@ def main():
                                    collab_items=FLAGS.collab_items, code_seeds=seeds, seed=FLAGS.seed,
                                    run_root=FLAGS.run_root, flags=selected_flags(FLAGS, RUN_FLAGS), sections=sections,
                                    tolerance=FLAGS.tolerance, max_queries=FLAGS.max_queries, progress=FLAGS.progress,
-                                   profile=FLAGS.sim_profile)
+                                   profile=FLAGS.sim_profile,
+                                   constants=constant_sensitivity if FLAGS.constants and FLAGS.backend == "sim"
+                                   and not FLAGS.base_url and not FLAGS.pool_file else None)
 
   record = aio.run(go())
   write_calibration(record, FLAGS.out_dir)
@@ -94,6 +99,8 @@ def main():
   if "validation" in record:
     fg = record["validation"]["full_graph"]
     summary.append(f"Full-Graph average {fg['average']:.2f} (paper {fg['target']:.2f})")
+  if "constant_sensitivity" in record:
+    summary.append(f"constant sensitivity in {record['constant_sensitivity']['seconds']:.0f} s")
   if "single" in record:
     summary.append(f"single: {record['single']['n_off']} of {len(record['single']['cells'])} cells off")
   print("; ".join(summary))

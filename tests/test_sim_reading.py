@@ -13,19 +13,14 @@ import pytest
 
 from hieramas_jax.benchmarks import graders
 from hieramas_jax.benchmarks.data import LETTERS, load_items
+from hieramas_jax.experiment.constant_sensitivity import PARAPHRASES
 from hieramas_jax.experiment.heldout_prompts import MOA_SYSTEM
 from hieramas_jax.sim import intent, reading
 from hieramas_jax.sim.model import BehaviourModel
 
 BOXED = "Please put your final answer within \\boxed{}."
-# The five wordings the issue measured (none is an exemplar of sim/intent.py: test below).
-PARAPHRASES = (
-    "Solve the problem, showing each step of your derivation.",
-    "Provide a detailed solution before giving the final answer.",
-    "Walk through the solution carefully, then answer.",
-    "Explain how you get the answer.",
-    "Show your work.",
-)
+# The five wordings the issue measured (none is an exemplar of sim/intent.py: test below); the constant-sensitivity
+# table reads them too.
 # A request for the bare answer, in words no exemplar uses.
 BARE = ("Give only the final answer.", "Output just the answer.")
 # The MoA reference code's system prompt (togethercomputer/MoA, utils.py), proposals appended to it as it does.

@@ -24,6 +24,8 @@ and cell key, listed in the configuration's `cell_keys`). Sections of `results/c
   all-roles graph, fixed in advance: `mas/structures.sparse_graph`) on the test splits against the
   paper's $2.56 (MATH) and $3.92 (MMLU-Redux), goal +-30%; Full-Graph on MMLU-Redux against $4.23.
 - `error_coincidence`: how often wrong answers coincide (in-process, from the sim's answer keys).
+- `constant_sensitivity` (sim only, `constants`): what each hand-chosen constant moves, low and high
+  alternatives against the served values, in process (`experiment/constant_sensitivity.py`).
 
 Items: MATH all 500; MMLU-Redux a seeded sample (`--n_items`); HumanEval+ all 164 under several sim
 seeds (independent simulated worlds, to cut the noise of a small benchmark).
@@ -365,8 +367,15 @@ async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[s
                           run_root: str | pathlib.Path, flags: Mapping[str, Any],
                           sections: Sequence[str] = SECTIONS, tolerance: float = DEFAULT_TOLERANCE_PTS,
                           max_queries: int = 64, progress: bool = True, command: str | None = None,
-                          cost_limit: int | None = None, profile: str = "fitted") -> dict[str, Any]:
-  """Measures the selected sections; returns calibration.json's record (`report.calibration` writes it)."""
+                          cost_limit: int | None = None, profile: str = "fitted",
+                          constants: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+  """Measures the selected sections; returns calibration.json's record (`report.calibration` writes it).
+
+  `constants`: computes what each hand-chosen constant of the embedded sim moves
+  (`experiment.constant_sensitivity.constant_sensitivity`: minutes, in process; not a section of the endpoint's
+  measurements, so quick runs and tests leave it out). Passed in, not imported: that module reads this one's
+  configurations.
+  """
   first = backends[code_seeds[0]]
   prov = provenance(seed=seed, benchmarks=benchmarks, flags=flags, backend=first.label, command=command)
   root = table_root(run_root, first.endpoint.name)
@@ -390,6 +399,10 @@ async def run_calibration(backends: Mapping[int, Backend], *, models: Sequence[s
   record["error_coincidence"] = error_coincidence_table(benchmarks, min(n_items, 1000), seed)
   record["aggregation_fit"] = aggregation_fit_record()
   record["parameters"] = parameter_table(profile)
+  if constants is not None:
+    # Its own thread: it runs the suite's methods in process under asyncio.run (no request of the sections above is
+    # in flight any more, so the constants it replaces for a while are read by nothing else).
+    record["constant_sensitivity"] = await asyncio.to_thread(constants)
   record["provenance"] = prov
   return record
 

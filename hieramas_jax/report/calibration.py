@@ -149,6 +149,7 @@ def calibration_markdown(record: Mapping[str, Any]) -> str:
             "openai client, each against a bound from published evidence: `sim_heldout_prompts.md` beside this file "
             "(`make calibrate`'s second step, `experiments/sim_heldout_prompts.py --n_items=150`).", ""]
   lines += parameters_markdown(record.get("parameters"))
+  lines += constant_sensitivity_markdown(record.get("constant_sensitivity"))
   lines += ["## Provenance", "", "Command:", "", "```", prov["command"], "```", ""]
   lines += ["```json", json.dumps({k: v for k, v in prov.items() if k != "command"}, indent=2), "```", ""]
   return "\n".join(lines)
@@ -213,4 +214,54 @@ def parameters_markdown(table: Mapping[str, Any] | None) -> list[str]:
     span = " / ".join(f"{prof[k]:g}" for k in ("low", "fitted", "high")) if prof else ""
     source = r["source"] + (f"; moves: {r['sensitivity']}" if r.get("sensitivity") else "")
     lines.append(f"| {r['name']} | {json.dumps(r['value'])} | {r['status']} | {source} | {span} |")
+  return lines + [""]
+
+
+def _change(c: Mapping[str, Any]) -> str:
+  text = "0" if c["delta"] == 0 else f"{c['delta']:+.2f}"
+  return f"({text})" if c["within_noise"] else text
+
+
+def constant_sensitivity_markdown(sens: Mapping[str, Any] | None) -> list[str]:
+  """The table of what each hand-chosen constant moves (`experiment/constant_sensitivity.py`)."""
+  if not sens:
+    return []
+  quantities = sens["quantities"]
+  served = sens["served"]
+  n = sens["n_items"]
+  lines = ["## What each constant moves (computed: a low and a high alternative against the served value)", "",
+           f"Each row replaces one constant of the listing above in process (restored after it; the served sim and its "
+           f"fingerprint are untouched), builds the sim under it and measures the quantities below against the "
+           f"served sim, seed {sens['seed']}, on {n['math']} MATH and {n['mmlu_redux']} MMLU-Redux items (seeded "
+           f"samples; `both`: the two pooled), {sens['n_foreign']} MATH items for foreign adoption. Base, CoT and "
+           "role agent: the sim's expected accuracy (its own P(correct), exact: no sampling noise); synthesis gain "
+           "(gpt-5-mini + deepseek-v3 + gemma-3-27b proposers, gpt-5-mini synthesizer, T 0.7, minus the best "
+           "proposer), SC+CoT gain (5-sample vote minus its first sample) and foreign adoption (two proposals from "
+           "another question): sampled, compared item by item with the served run; a change in parentheses is "
+           f"within {sens['noise_se']:g} paired standard errors (noise). Tokens: mean completion tokens; cut: share of "
+           "calls over the 2048-token cap. Cell: change under low / under high, in points (tokens for tokens). "
+           f"Theta refitted: Base and CoT held on their targets over all items by `fit_theta`, as `make` would refit. "
+           f"Computed in {sens['seconds']:.0f} s (one process).", ""]
+  lines += ["| Quantity | " + " | ".join(q["header"] for q in quantities) + " |",
+            "|---|" + "---|" * len(quantities),
+            "| served level | " + " | ".join(
+                f"{served[q['key']]['value']:.2f}" + (f" ± {served[q['key']]['se']:.2f}" if q["sampled"] else "")
+                for q in quantities) + " |", ""]
+  lines += ["| Constant | Status | Served | Low / high (why) | " + " | ".join(q["header"] for q in quantities) + " |",
+            "|---|---|---|---|" + "---|" * len(quantities)]
+  for r in sens["rows"]:
+    alts = r["low"] + (f" / {r['high']}" if r["high"] else "") + f" ({r['why']})"
+    cells = [" / ".join(_change(r["changes"][w][q["key"]]) for w in ("low", "high") if w in r["changes"])
+             for q in quantities]
+    lines.append(f"| {r['name']} | {r['status']} | {r['served']} | {alts} | " + " | ".join(cells) + " |")
+  lines += ["", "Largest change of each quantity outside noise (none listed below half a point, or 1% of the served "
+            "level for tokens):", ""]
+  for q in quantities:
+    floor = 0.01 * served[q["key"]]["value"] if q["unit"] == "tok" else 0.5
+    moves = sorted(((abs(c["delta"]), r["name"], w, c["delta"]) for r in sens["rows"]
+                    for w, by in r["changes"].items() for c in (by[q["key"]],)
+                    if not c["within_noise"] and abs(c["delta"]) >= floor), reverse=True)
+    lines.append(f"- {q['header']}: " + ("; ".join(f"{name} ({w}) {d:+.2f}" for _, name, w, d in moves[:3])
+                                          if moves else "no constant moves it"))
+  lines += ["", "Not perturbed:", ""] + [f"- {r['name']}: {r['why']}" for r in sens["not_perturbed"]]
   return lines + [""]
