@@ -61,6 +61,10 @@ def _run(item, specs, edges, prompt_set):
   return {(c.node, c.position): [dict(m) for m in c.messages] for c in trace.calls}, trace
 
 
+def _msgs(system: str, user: str) -> list[dict]:
+  return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 MATH_SOLVER_SYSTEM = (
     "You are a math expert. You will be given a math problem and hints from other agents. Give your own solving "
     "process step by step based on hints. The last line of your output contains only the final result without any "
@@ -78,21 +82,21 @@ def test_math_reference_prompts_as_sent_equal_the_reference_strings():
   sent, _ = _run(MATH, [("Mathematical Analyst", ["qwen3-8b", "llama-8b"], "gemma-3-27b"),
                         ("Math Solver", ["qwen3-8b"], "qwen3-80b")], [(0, 1)], prompts.REFERENCE_PROMPTS)
   # Worker of the second node: the gsm8k role text; "Q:" + the task with its predecessor's output.
-  assert sent[(1, "proposer:0")] == [
-      {"role": "system", "content": MATH_SOLVER_SYSTEM},
-      {"role": "user", "content": "Q:What is 2+3?\n\nAt the same time, the outputs of other agents are as follows:\n\n"
+  assert sent[(1, "proposer:0")] == _msgs(
+      MATH_SOLVER_SYSTEM,
+      "Q:What is 2+3?\n\nAt the same time, the outputs of other agents are as follows:\n\n"
                                   "Agent mn_Mathematical_Analyst_0000, role is Mathematical Analyst, output is:\n"
-                                  "gemma-3-27b#3"}]
+                                  "gemma-3-27b#3")
   # Aggregator of the first node: the decision constraint; the solutions, then the role's aggregation prompt.
-  assert sent[(0, "synthesizer")] == [
-      {"role": "system", "content": GSM8K_DECISION},
-      {"role": "user", "content": "Math Problem:\nWhat is 2+3?\n\nMultiple Mathematical Analysts have independently "
+  assert sent[(0, "synthesizer")] == _msgs(
+      GSM8K_DECISION,
+      "Math Problem:\nWhat is 2+3?\n\nMultiple Mathematical Analysts have independently "
                                   "provided solutions:\n\n--- Solution 1 ---\nqwen3-8b#1\n\n--- Solution 2 ---\n"
                                   "llama-8b#2\n\n--- Your Task ---\nAnalyze all abstract mathematical analyses above "
                                   "and provide the best final answer:\n1. Check if the variable representations "
                                   "correctly model the problem\n2. Verify the substitution and calculation steps\n3. If "
                                   "analyses disagree, determine the correct approach\n\nYour final answer must end "
-                                  "with: The answer is [number]\n"}]
+                                  "with: The answer is [number]\n")
   # Decision (FinalRefer): "{role}.\n {constraint}"; the few-shot, then the task with every role's output.
   system, user = (m["content"] for m in sent[(-1, "decision")])
   assert system == "You are the top decision-maker..\n " + GSM8K_DECISION
@@ -108,10 +112,9 @@ def test_math_reference_prompts_as_sent_equal_the_reference_strings():
 
 def test_mmlu_reference_prompts_as_sent_equal_the_reference_strings():
   sent, _ = _run(MMLU, [("Critic", ["qwen3-8b"], "gemma-3-27b")], [], prompts.REFERENCE_PROMPTS)
-  assert sent[(0, "proposer:0")] == [
-      {"role": "system", "content": "\nYou are an excellent critic.\nPlease point out potential issues in other "
-                                    "agent's analysis point by point.\n"},
-      {"role": "user", "content": "The task is: Pick one.\nA. x\nB. y\nC. z\nD. w\n"}]
+  assert sent[(0, "proposer:0")] == _msgs(
+      "\nYou are an excellent critic.\nPlease point out potential issues in other agent's analysis point by point.\n",
+      "The task is: Pick one.\nA. x\nB. y\nC. z\nD. w\n")
   mmlu_decision = ("\n        I will ask you a question.\n        I will also give you 4 answers enumerated as A, B, C "
                    "and D.\n        Only one answer out of the offered 4 is correct.\n        You must choose the "
                    "correct answer to the question.\n        Your response must be one of the 4 letters: A, B, C or "
@@ -119,21 +122,21 @@ def test_mmlu_reference_prompts_as_sent_equal_the_reference_strings():
                    "answers and analysis.\n        Let's analyze step by step and synthesize the best answer.\n"
                    "        Your reply must only contain one letter and cannot have any other characters.\n        For "
                    "example, your reply can be A.\n        ")
-  assert sent[(0, "synthesizer")] == [
-      {"role": "system", "content": mmlu_decision},
-      {"role": "user", "content": "Question:\nPick one.\nA. x\nB. y\nC. z\nD. w\n\nMultiple Critics have independently "
+  assert sent[(0, "synthesizer")] == _msgs(
+      mmlu_decision,
+      "Question:\nPick one.\nA. x\nB. y\nC. z\nD. w\n\nMultiple Critics have independently "
                                   "provided analyses:\n\n--- Analysis 1 ---\nqwen3-8b#1\n\n--- Your Task ---\n"
                                   "Synthesize all critiques above:\n1. Evaluate the validity of each critique's points\n"
                                   "2. Identify the strongest counter-arguments\n3. Determine which answer best survives "
                                   "critical scrutiny\n\nBased on your synthesis, provide your final answer.\nThe first "
-                                  "line of your reply must contain only one letter (A, B, C, or D).\n"}]
-  assert sent[(-1, "decision")] == [
-      {"role": "system", "content": "You are the top decision-maker and are good at analyzing and summarizing other "
-                                    "people's opinions, finding errors and giving final answers..\n " + mmlu_decision},
-      {"role": "user", "content": " The task is:\n\n Pick one.\nA. x\nB. y\nC. z\nD. w\n\nBased on the following agent "
+                                  "line of your reply must contain only one letter (A, B, C, or D).\n")
+  assert sent[(-1, "decision")] == _msgs(
+      ("You are the top decision-maker and are good at analyzing and summarizing other "
+                                    "people's opinions, finding errors and giving final answers..\n " + mmlu_decision),
+      (" The task is:\n\n Pick one.\nA. x\nB. y\nC. z\nD. w\n\nBased on the following agent "
                                   "outputs, provide the final answer:\n\nAgent Critic output:\ngemma-3-27b#2\n\n"
                                   "IMPORTANT: End your response with 'The answer is [your_answer]'.\n At the same time, "
-                                  "the output of other agents is as follows:\n\n"}]
+                                  "the output of other agents is as follows:\n\n"))
 
 
 def test_the_default_prompt_set_sends_the_suites_requests_unchanged():
@@ -174,9 +177,8 @@ TASK_PROMPT_TAIL = (
 
 def test_metadata_prompt_parse_fallback_and_text_are_the_references():
   long_task = "x" * 2000
-  assert metadata.messages(long_task) == [
-      {"role": "system", "content": "You are a task analyzer. Output only valid JSON."},
-      {"role": "user", "content": TASK_PROMPT_HEAD + "x" * 1500 + TASK_PROMPT_TAIL}]
+  assert metadata.messages(long_task) == _msgs("You are a task analyzer. Output only valid JSON.",
+                                               TASK_PROMPT_HEAD + "x" * 1500 + TASK_PROMPT_TAIL)
   good = ('```json\n{"type": "math", "difficulty": "easy", "domain": "arithmetic", "description": "Add two numbers.",'
           ' "key_skills": ["addition", "arithmetic"]}\n```')
   meta = metadata.parse(good)
