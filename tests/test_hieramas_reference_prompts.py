@@ -159,9 +159,43 @@ def test_the_default_prompt_set_sends_the_suites_requests_unchanged():
   assert HieraMAS(dataclasses.replace(cfg, task_metadata=True)).describe()["task_metadata"] is True
 
 
-def test_reference_prompts_exist_for_math_and_mmlu_only():
-  with pytest.raises(HieraMASConfigError, match="humaneval_plus"):
-    HieraMASConfig(benchmark="humaneval_plus", prompt_set="reference")
+def test_humaneval_reference_prompts_as_sent_equal_the_reference_strings():
+  item = Item(id="t/6", benchmark="humaneval_plus", question='def f(x):\n    """Return x."""\n', answer="")
+  sent, _ = _run(item, [("Test Analyst", ["qwen3-8b"], "gemma-3-27b"), ("Programming Expert", ["llama-8b"], "qwen3-80b")],
+                 [(0, 1)], prompts.REFERENCE_PROMPTS)
+  task = 'def f(x):\n    """Return x."""\n'
+  assert sent[(1, "proposer:0")] == _msgs(
+      "You are a programming expert. You will be given a function signature and its docstring by the user. You may be "
+      "able to get the output results of other agents. They may have passed internal tests, but they may not be "
+      "completely correct. Write your full implementation (restate the function signature). Use a Python code block "
+      "to write your response. For example:\n```python\nprint('Hello world!')\n```Do not include anything other than "
+      "Python code blocks in your response. Do not change function names and input variable types in tasks.",
+      f"The task is:\n\n{task}\n\nAt the same time, the outputs of other agents are as follows:\n\nAgent "
+      "mn_Test_Analyst_0000, role is Test Analyst, output is:\ngemma-3-27b#2\n")
+  assert sent[(1, "synthesizer")] == _msgs(
+      "You are a programming expert. Output only Python code in a code block.",
+      f"Task:\n{task}\n\nAt the same time, the outputs of other agents are as follows:\n\nAgent mn_Test_Analyst_0000, "
+      "role is Test Analyst, output is:\ngemma-3-27b#2\n\nMultiple Programming Experts have independently written "
+      "code solutions:\n\n--- Solution 1 ---\nllama-8b#3\n\n--- Your Task ---\nAnalyze all Python code solutions "
+      "above and provide the best final code:\n1. Check if each code correctly implements the required function\n"
+      "2. Verify edge cases and error handling\n3. If codes differ, determine the correct implementation\n\nOutput "
+      "only the final correct Python code block:\n```python\n# Your synthesized solution here\n```\n")
+  system, user = (m["content"] for m in sent[(0, "synthesizer")])
+  assert system.startswith("You will be given a function signature and its docstring by the user.You may be given")
+  assert "Multiple Test Analysts have independently provided analyses:" in user
+  assert user.endswith("Summarize the key test considerations in 50 words or less.\n")
+  assert sent[(0, "proposer:0")][0]["content"].endswith("Preferably within fifty words. Don\u2019t list too many points.")
+  system, user = (m["content"] for m in sent[(-1, "decision")])
+  assert system.startswith("You are the top decision-maker and are good at analyzing and summarizing other people's "
+                           "opinions, finding errors and giving final answers. And you are an AI that only responds "
+                           "with only python code..\n You will be given a function signature")
+  assert user == (f"The task is:\n\n{task}\n\nBased on the following agent outputs, provide the final answer:\n\n"
+                  "Agent Test Analyst output:\ngemma-3-27b#2\n\nAgent Programming Expert output:\nqwen3-80b#4\n\n"
+                  "IMPORTANT: End your response with 'The answer is [your_answer]'.\n At the same time, the outputs and "
+                  "feedbacks of other agents are as follows:\n\n\n\n")
+
+
+def test_an_unknown_prompt_set_is_refused():
   with pytest.raises(HieraMASConfigError, match="prompt_set"):
     HieraMASConfig(benchmark="math", prompt_set="gdesigner")
 

@@ -22,7 +22,6 @@ from typing import Any
 from hieramas_jax.benchmarks.data import check_benchmark
 from hieramas_jax.errors import UserError
 from hieramas_jax.llm.registry import get_pool
-from hieramas_jax.methods.hieramas.prompts import BENCHMARKS as REFERENCE_PROMPT_BENCHMARKS
 
 # How the graph of a test query is chosen (the "w/o Graph" ablation replaces the classifier).
 GRAPH_MODES = ("classifier", "random_vote")
@@ -55,7 +54,7 @@ POLICY_HEADS = ("pair_mlp", "dot")
 # K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full; the total-cost variant).
 GRAPH_POOLS = ("per_query", "shared")
 # Which prompts HieraMAS's MAS runs send (methods/hieramas/prompts.py): "suite" (mas/roles.py, shared with every
-# method) or "reference" (the reference code's own worker, synthesizer and decision prompts; MATH and MMLU-Redux).
+# method) or "reference" (the reference code's own worker, synthesizer and decision prompts).
 PROMPT_SETS = ("suite", "reference")
 CHOICES = {"graph_mode": GRAPH_MODES, "prompt_set": PROMPT_SETS, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
            "stage1_select_by": SELECT_BY,
@@ -138,7 +137,7 @@ class HieraMASConfig:
     seed: the one seed every key and data order comes from.
     encoder: sentence-transformers model ("all-MiniLM-L6-v2" = the bundled, checksummed weights).
     prompt_set: the prompts of every MAS call HieraMAS makes: "suite" (mas/roles.py, every method's) or
-      "reference" (the reference code's own: methods/hieramas/prompts.py; MATH and MMLU-Redux only).
+      "reference" (the reference code's own, per benchmark: methods/hieramas/prompts.py).
     task_metadata: the reference's task metadata: one call per query to the setting's strong model (the
       reference: gpt-4o-mini) writes JSON metadata (`utils/task_cache.py`), whose formatted text is embedded
       and fed to the policy beside the query-role embedding (methods/hieramas/metadata.py); paid, cached
@@ -340,10 +339,6 @@ class HieraMASConfig:
       value = getattr(self, name)
       if value not in allowed:
         raise HieraMASConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    if self.prompt_set == "reference" and self.benchmark not in REFERENCE_PROMPT_BENCHMARKS:
-      raise HieraMASConfigError(f"prompt_set='reference' covers {', '.join(REFERENCE_PROMPT_BENCHMARKS)}, not "
-                                f"{self.benchmark}: the "
-                                "reference's HumanEval agents execute code between calls (methods/hieramas/prompts.py)")
 
   @property
   def num_candidates(self) -> int:

@@ -18,13 +18,14 @@ per benchmark (tianyao-aka/HieraMAS at cacb988, cited per string below). What a 
   them is never passed), so the outputs reach it only inside the task text, as here.
 
 The task text is the suite's item.question (on MMLU-Redux the reference's own format, the question then
-"A. ..." lines; on MATH the problem). Node ids: the reference names a role node "mn_{Role_Name}_{id}" with a
+"A. ..." lines; on MATH the problem; on HumanEval+ the signature and docstring). Node ids: the reference names a role node "mn_{Role_Name}_{id}" with a
 4-character id drawn at random per graph instance; here the id is fixed (`GRAPH_ID`), so a request's text
 depends only on the item and the configuration (and the response cache holds across runs).
 
-HumanEval+ has no reference prompt set here: its reference agents (`agents/code_writing.py` CodeWriting,
-FinalWriteCode) run the docstring examples on predecessors' code and may return a predecessor's code
-without any call, which is behaviour, not a prompt (docs/reference-differences.md).
+On HumanEval the reference's CodeWriting and FinalWriteCode agents would run the docstring examples on code
+that reaches them as spatial inputs; in HieraMAS's runtime none does (the predecessors' outputs are in the
+task text, workers have no predecessors, the decision node none either: docs/reference-differences.md,
+"HumanEval+ agents' tools"), so no code runs and every call is made, as here.
 """
 
 from __future__ import annotations
@@ -86,6 +87,46 @@ WORKER_SYSTEM: Mapping[str, Mapping[str, str]] = {
         "Economist": "\nYou are good at economics, finance, and business.\nYou have experience on understanding "
                      "charts while interpreting the macroeconomic environment prevailing across world economies.\n",
     },
+    # prompt/humaneval_prompt_set.py ROLE_DESCRIPTION (`get_constraint`); "Don\u2019t" with the typographic
+    # apostrophe, and the missing spaces between some sentences, as there.
+    "humaneval_plus": {
+        "Project Manager": (
+            "You are a project manager. You will be given a function signature and its docstring by the user. "
+            "You are responsible for overseeing the overall structure of the code, ensuring that the code is "
+            "structured to complete the task Implement code concisely and correctly without pursuing "
+            "over-engineering.You need to suggest optimal design patterns to ensure that the code follows best "
+            "practices for maintainability and flexibility. You can specify the overall design of the code, "
+            "including the classes that need to be defined(maybe none) and the functions used (maybe only one "
+            "function) .I hope your reply will be more concise. Preferably within fifty words. Don\u2019t list too "
+            "many points."),
+        "Algorithm Designer": (
+            "You are an algorithm designer. You will be given a function signature and its docstring by the user. "
+            "You need to specify the specific design of the algorithm, including the classes that may be defined and "
+            "the functions used. You need to generate the detailed documentation, including explanations of the "
+            "algorithm, usage instructions, and API references. When the implementation logic is complex, you can "
+            "give the pseudocode logic of the main algorithm.I hope your reply will be more concise. Preferably "
+            "within fifty words. Don\u2019t list too many points."),
+        "Programming Expert": (
+            "You are a programming expert. You will be given a function signature and its docstring by the user. "
+            "You may be able to get the output results of other agents. They may have passed internal tests, but "
+            "they may not be completely correct. Write your full implementation (restate the function signature). "
+            "Use a Python code block to write your response. For example:\n```python\nprint('Hello world!')\n```"
+            "Do not include anything other than Python code blocks in your response. Do not change function names "
+            "and input variable types in tasks."),
+        "Test Analyst": (
+            "You are a test analyst. You will be given a function signature and its docstring by the user. You need "
+            "to provide problems in the current code or solution based on the test data and possible test feedback "
+            "in the question. You need to provide additional special use cases, boundary conditions, etc. that "
+            "should be paid attention to when writing code. You can point out any potential errors in the code.I "
+            "hope your reply will be more concise. Preferably within fifty words. Don\u2019t list too many points."),
+        "Bug Fixer": (
+            "You are a bug fixer.You will be given a function signature and its docstring by the user. You need to "
+            "provide modified and improved python code based on the current overall code design, algorithm "
+            "framework, code implementation or test problems. Write your full implementation (restate the function "
+            "signature). Use a Python code block to write your response. For example:\n```python\nprint('Hello "
+            "world!')\n```Do not include anything other than Python code blocks in your response Do not change "
+            "function names and input variable types in tasks"),
+    },
 }
 
 # `get_decision_constraint` (the synthesizer's system prompt, and the decision node's after its role).
@@ -106,6 +147,19 @@ DECISION_CONSTRAINT: Mapping[str, str] = {
                    "        Let's analyze step by step and synthesize the best answer.\n"
                    "        Your reply must only contain one letter and cannot have any other characters.\n"
                    "        For example, your reply can be A.\n        "),
+    "humaneval_plus": ("You will be given a function signature and its docstring by the user."
+                       "You may be given the overall code design, algorithm framework, code implementation or test "
+                       "problems.Let's analyze step by step and synthesize the best answer. "
+                       "Write your full implementation (restate the function signature). "
+                       "If the prompt given to you contains code that passed internal testing, you can choose the most "
+                       "reliable reply.If there is no code that has passed internal testing in the prompt, you can "
+                       "change it yourself according to the prompt.Use a Python code block to write your response. "
+                       "For example:\n```python\nprint('Hello world!')\n```"
+                       "Do not include anything other than Python code blocks in your response"),
+}
+# FinalMultiAgentAggregator `_get_constraint`: HumanEval's Programming Expert aggregator has its own system prompt.
+AGGREGATOR_SYSTEM_OVERRIDE: Mapping[tuple[str, str], str] = {
+    ("humaneval_plus", "Programming Expert"): "You are a programming expert. Output only Python code in a code block.",
 }
 # `get_decision_role`. gsm8k's returns its first sentence only (the second string is a separate statement
 # after the return), so the decision system prompt there reads "You are the top decision-maker..\n ...".
@@ -113,6 +167,9 @@ DECISION_ROLE: Mapping[str, str] = {
     "math": "You are the top decision-maker.",
     "mmlu_redux": ("You are the top decision-maker and are good at analyzing and summarizing other people's "
                    "opinions, finding errors and giving final answers."),
+    "humaneval_plus": ("You are the top decision-maker and are good at analyzing and summarizing other people's "
+                       "opinions, finding errors and giving final answers. And you are an AI that only responds with "
+                       "only python code."),
 }
 # `get_decision_few_shot` (mmlu: "").
 DECISION_FEW_SHOT: Mapping[str, str] = {
@@ -198,9 +255,39 @@ AGGREGATION_PROMPTS: Mapping[str, Mapping[str, str]] = {
                       "2. Consider market dynamics and financial factors\n"
                       "3. Combine the strongest economic insights\n" + _MMLU_ONE_LETTER),
     },
+    "humaneval_plus": {
+        "Project Manager": ("--- Your Task ---\nSynthesize all design recommendations above:\n"
+                            "1. Evaluate each design suggestion for clarity and maintainability\n"
+                            "2. Identify the best practices mentioned\n"
+                            "3. Provide consolidated design guidance\n\n"
+                            "Summarize the optimal code structure in 50 words or less.\n"),
+        "Algorithm Designer": ("--- Your Task ---\nSynthesize all algorithm designs above:\n"
+                               "1. Compare the algorithmic approaches\n"
+                               "2. Identify the most efficient and correct algorithm\n"
+                               "3. Provide the best algorithm description\n\n"
+                               "Summarize the recommended algorithm design in 50 words or less. Include pseudocode if "
+                               "helpful.\n"),
+        "Programming Expert": ("--- Your Task ---\nAnalyze all Python code solutions above and provide the best final "
+                               "code:\n1. Check if each code correctly implements the required function\n"
+                               "2. Verify edge cases and error handling\n"
+                               "3. If codes differ, determine the correct implementation\n\n"
+                               "Output only the final correct Python code block:\n```python\n# Your synthesized "
+                               "solution here\n```\n"),
+        "Test Analyst": ("--- Your Task ---\nSynthesize all test analyses above:\n"
+                         "1. Compile all identified edge cases and boundary conditions\n"
+                         "2. Identify any missed test scenarios\n"
+                         "3. Provide comprehensive testing guidance\n\n"
+                         "Summarize the key test considerations in 50 words or less.\n"),
+        "Bug Fixer": ("--- Your Task ---\nAnalyze all bug fixes above and provide the best corrected code:\n"
+                      "1. Evaluate each proposed fix\n"
+                      "2. Identify the root cause of bugs\n"
+                      "3. Provide the most robust fix\n\n"
+                      "Output only the final corrected Python code block:\n```python\n# Your fixed solution "
+                      "here\n```\n"),
+    },
 }
 
-# The benchmarks with a reference prompt set (module docstring: not HumanEval+).
+# The benchmarks with a reference prompt set.
 BENCHMARKS = tuple(WORKER_SYSTEM)
 
 
@@ -236,7 +323,8 @@ def agent_messages(item: Item, role: str, inputs: Sequence[roles_lib.AgentOutput
   del cot
   _check(item.benchmark, role)
   task = enhanced_task(item.question, inputs)
-  user = f"Q:{task}" if item.benchmark == "math" else f"The task is: {task}\n"
+  user = {"math": f"Q:{task}", "mmlu_redux": f"The task is: {task}\n",
+          "humaneval_plus": f"The task is:\n\n{task}\n"}[item.benchmark]
   return [{"role": "system", "content": WORKER_SYSTEM[item.benchmark][role]}, {"role": "user", "content": user}]
 
 
@@ -247,25 +335,33 @@ def synthesizer_messages(item: Item, role: str, proposals: Sequence[str],
     raise ValueError("a synthesizer needs at least one proposal; with none the node answers alone")
   _check(item.benchmark, role)
   task = enhanced_task(item.question, inputs)
-  if item.benchmark == "math":
-    user = f"Math Problem:\n{task}\n\nMultiple {role}s have independently provided solutions:\n\n"
-    user += "".join(f"--- Solution {i} ---\n{p}\n\n" for i, p in enumerate(proposals, 1))
-  else:
-    user = f"Question:\n{task}\n\nMultiple {role}s have independently provided analyses:\n\n"
-    user += "".join(f"--- Analysis {i} ---\n{p}\n\n" for i, p in enumerate(proposals, 1))
+  # (task header, what the workers provided, label of each output) per benchmark's prompt set.
+  header, provided, label = {
+      "math": ("Math Problem", "provided solutions", "Solution"),
+      "mmlu_redux": ("Question", "provided analyses", "Analysis"),
+      "humaneval_plus": ("Task", "written code solutions" if role in ("Programming Expert", "Bug Fixer")
+                         else "provided analyses", "Solution"),
+  }[item.benchmark]
+  user = f"{header}:\n{task}\n\nMultiple {role}s have independently {provided}:\n\n"
+  user += "".join(f"--- {label} {i} ---\n{p}\n\n" for i, p in enumerate(proposals, 1))
   user += AGGREGATION_PROMPTS[item.benchmark][role]
-  return [{"role": "system", "content": DECISION_CONSTRAINT[item.benchmark]}, {"role": "user", "content": user}]
+  system = AGGREGATOR_SYSTEM_OVERRIDE.get((item.benchmark, role), DECISION_CONSTRAINT[item.benchmark])
+  return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def decision_messages(item: Item, outputs: Sequence[roles_lib.AgentOutput]) -> list[dict]:
-  """The decision node (FinalRefer) over every active role's output."""
+  """The decision node (FinalRefer; FinalWriteCode on HumanEval) over every active role's output."""
   _check(item.benchmark)
   task = (item.question + "\n\nBased on the following agent outputs, provide the final answer:\n\n"
           + "\n\n".join(f"Agent {o.role} output:\n{o.text}" for o in outputs)
           + "\n\nIMPORTANT: End your response with 'The answer is [your_answer]'")
   system = f"{DECISION_ROLE[item.benchmark]}.\n {DECISION_CONSTRAINT[item.benchmark]}"
-  user = (f"{DECISION_FEW_SHOT[item.benchmark]} The task is:\n\n {task}.\n At the same time, the output of other "
-          "agents is as follows:\n\n")
+  if item.benchmark == "humaneval_plus":  # FinalWriteCode, with no spatial inputs
+    user = (f"The task is:\n\n{task}.\n At the same time, the outputs and feedbacks of other agents are as "
+            "follows:\n\n\n\n")
+  else:  # FinalRefer
+    user = (f"{DECISION_FEW_SHOT[item.benchmark]} The task is:\n\n {task}.\n At the same time, the output of other "
+            "agents is as follows:\n\n")
   return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
