@@ -277,10 +277,14 @@ def test_an_unparsable_metadata_answer_falls_back_to_the_references_heuristic(em
 def test_the_metadata_call_is_paid_once_and_a_rerun_replays_it_from_the_cache(tmp_path):
   handle = start_sim_in_thread(SimConfig(seed=0))
 
-  async def once():
-    async with LLMClient(sim_endpoint(handle.base_url), cache=ResponseCache(tmp_path)) as client:
-      record, _, _ = await metadata.fetch(client, MATH, "gpt-5-mini")
-      return record
+  async def once():  # a run: its own cache handle, closed (committed) at the end, as a process would
+    cache = ResponseCache(tmp_path)
+    try:
+      async with LLMClient(sim_endpoint(handle.base_url), cache=cache) as client:
+        record, _, _ = await metadata.fetch(client, MATH, "gpt-5-mini")
+        return record
+    finally:
+      cache.close()
 
   try:
     first, second = asyncio.run(once()), asyncio.run(once())
