@@ -43,11 +43,24 @@ class PolicyInputs(NamedTuple):
     profiles: [M, D] embeddings of the pool's LLM profiles (paper Table 12), in pool order.
     slot_mask: [R, P] bool; False for positions that do not exist (padding roles or proposers).
       Its shape fixes P = W + 1 at init, so one module serves any W.
+    metadata: [B, D] embeddings of each query's LLM-written task metadata (the reference's meta_emb; config
+      `task_metadata`), or None: the policy then has no metadata input (and no parameters for one).
   """
 
   query_role: jax.Array
   profiles: jax.Array
   slot_mask: jax.Array
+  metadata: jax.Array | None = None
+
+
+def _metadata_term(inputs: PolicyInputs, hidden: int) -> jax.Array | float:
+  """[B, 1, H] the metadata's share of the slot projection, 0 without metadata.
+
+  The reference projects the concatenation [position; task+role; metadata] with one linear map
+  (`row_proj`), which is the sum of one map per part: this is the metadata's, without a second bias."""
+  if inputs.metadata is None:
+    return 0.0
+  return nn.Dense(hidden, use_bias=False, name="slot_metadata")(inputs.metadata)[:, None, :]
 
 
 def query_role_text(query: str, role: str, description: str) -> str:
@@ -101,7 +114,7 @@ class LLMSelectionPolicy(nn.Module):
   @nn.compact
   def __call__(self, inputs: PolicyInputs, *, deterministic: bool = True) -> jax.Array:
     num_positions = inputs.slot_mask.shape[1]
-    slot = nn.Dense(self.hidden, name="query_role_in")(inputs.query_role)
+    slot = nn.Dense(self.hidden, name="query_role_in")(inputs.query_role) + _metadata_term(inputs, self.hidden)
     slot = nn.Dense(self.hidden, name="query_role_out")(nn.gelu(slot))  # [B, R, H]
     position = self.param("position_embedding", nn.initializers.normal(0.1), (num_positions, self.hidden))
     slot = slot[:, :, None, :] + position  # [B, R, P, H]
@@ -129,8 +142,8 @@ class PairMLPPolicy(nn.Module):
   a few hundredths in the published 12 steps; the MLP's output layer is shared by every pair, so a reward
   for one model moves its logit for every query at once (measured on a synthetic pool: docs/learn.md).
   The first layer over the concatenation is computed as W_1a slot + W_1b key (the same map, without
-  materialising [B, R, P, M + 1, 2H] features). The reference also feeds an embedding of LLM-written task
-  metadata into the slot; the suite does not (see docs/reference-differences.md).
+  materialising [B, R, P, M + 1, 2H] features). With `inputs.metadata` (config `task_metadata`) the slot also
+  takes the reference's embedding of LLM-written task metadata.
 
   Attributes:
     hidden: H (reference 256).
@@ -146,7 +159,7 @@ class PairMLPPolicy(nn.Module):
   def __call__(self, inputs: PolicyInputs, *, deterministic: bool = True) -> jax.Array:
     del deterministic  # no dropout in the reference head
     num_positions = inputs.slot_mask.shape[1]
-    slot = nn.Dense(self.hidden, name="slot")(inputs.query_role)  # [B, R, H]
+    slot = nn.Dense(self.hidden, name="slot")(inputs.query_role) + _metadata_term(inputs, self.hidden)  # [B, R, H]
     position = self.param("position_embedding", nn.initializers.normal(0.1), (num_positions, self.hidden))
     slot = slot[:, :, None, :] + position  # [B, R, P, H]
     keys = nn.Dense(self.hidden, name="profile_key")(inputs.profiles)  # [M, H]
@@ -285,7 +298,8 @@ def dropped_roles(synth_logits, droppable, max_dropped: int) -> np.ndarray:
 
 
 def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int, *, top_n: int = 2,
-                     max_dropped: int = 0, droppable=None, aggregator_slot: str = "reference") -> np.ndarray:
+                     max_dropped: int = 0, droppable=None, aggregator_slot: str = "reference",
+                     drop_logits=None) -> np.ndarray:
   """One query's inference choices [R, num_proposers + 1] by the reference's top-N rotation.
 
   Per role (`select_llms_topN_rotation` of graph/learnable_multi_node.py): one proposer position of the
@@ -310,10 +324,16 @@ def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int,
     max_dropped: the drop cap.
     droppable: [R] bool (default: every role).
     aggregator_slot: "reference" or "last" (above).
+    drop_logits: [R, P, M + 1] the logits the drop rule reads, when they are not `query_logits` (with task
+      metadata the reference's drop rule reads the policy without it); the same positions are read.
   """
   query_logits = np.asarray(query_logits, np.float64)
+  drop_logits = query_logits if drop_logits is None else np.asarray(drop_logits, np.float64)
+  if drop_logits.shape != query_logits.shape:
+    raise PolicyError(f"drop_logits {drop_logits.shape} and query_logits {query_logits.shape} differ in shape")
   if aggregator_slot == "reference":  # positions 0..k-1 and k of the policy (k = the inference W, capped)
     query_logits = query_logits[:, :min(num_proposers, query_logits.shape[1] - 1) + 1]
+    drop_logits = drop_logits[:, :query_logits.shape[1]]
   elif aggregator_slot != "last":
     raise PolicyError(f"aggregator_slot must be 'reference' or 'last', got {aggregator_slot!r}")
   num_roles, num_positions, width = query_logits.shape
@@ -330,7 +350,7 @@ def rotation_choices(query_logits, rng: np.random.Generator, num_proposers: int,
     top = np.argsort(-models, kind="stable")[:top_n]
     out[r, :-1] = [top[i % top_n] for i in range(num_proposers)]
     out[r, -1] = int(np.argmax(query_logits[r, -1, :num_models]))
-  drop = dropped_roles(query_logits[:, -1, :], droppable, max_dropped)
+  drop = dropped_roles(drop_logits[:, -1, :], droppable, max_dropped)
   out[drop, -1] = num_models
   return out
 

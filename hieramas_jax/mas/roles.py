@@ -16,7 +16,7 @@ ordinary phrasings a real model reads the same way; nothing in them is a side ch
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from hieramas_jax.benchmarks.data import Item, check_benchmark
 from hieramas_jax.errors import UserError
@@ -278,3 +278,34 @@ def decision_messages(item: Item, outputs: Sequence[AgentOutput]) -> list[dict]:
   user += "\n\nGive the final answer in the required format."
   return [{"role": "system", "content": decision_system(item.benchmark)}, {"role": "user", "content": user}]
 
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptSet:
+  """The three message builders a MAS run sends with: role agents, synthesizers and the decision node.
+
+  Every method uses the suite's (`SUITE_PROMPTS`, the functions above). HieraMAS may run the reference
+  code's own prompts instead (`methods/hieramas/prompts.py`, config `prompt_set`); the runtime takes the set
+  as an argument, so no other method's requests change.
+
+  Attributes:
+    name: "suite" or the set's own name (written into traces).
+    agent: (item, role, inputs, *, cot) -> messages, for a proposer or a node without proposers.
+    synthesizer: (item, role, proposals, inputs) -> messages; inputs are the node's predecessors' outputs
+      (the suite shows them to the proposers only; the reference's aggregator reads them too).
+    decision: (item, outputs) -> messages.
+  """
+
+  name: str
+  agent: Callable[..., list[dict]]
+  synthesizer: Callable[..., list[dict]]
+  decision: Callable[..., list[dict]]
+
+
+def _suite_synthesizer(item: Item, role: str | None, proposals: Sequence[str],
+                       inputs: Sequence[AgentOutput] = ()) -> list[dict]:
+  del inputs  # the suite's synthesizer reads the proposals only
+  return synthesizer_messages(item, role, proposals)
+
+
+SUITE_PROMPTS = PromptSet("suite", agent_messages, _suite_synthesizer, decision_messages)

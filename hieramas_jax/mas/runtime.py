@@ -115,7 +115,8 @@ def call_rank(call: CallRecord, topo: Mapping[int, int]) -> tuple[int, int, int]
 
 
 async def run_mas(client: ChatClient, item: Item, config: MASConfig,
-                  settings: RunSettings = RunSettings(), *, method: str = "mas") -> Trace:
+                  settings: RunSettings = RunSettings(), *, method: str = "mas",
+                  prompts: roles.PromptSet = roles.SUITE_PROMPTS) -> Trace:
   """Runs the MAS on one item and returns its trace.
 
   The final text is the decision node's answer, or the single sink's output when the config has no
@@ -127,6 +128,8 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
     config: supernodes, DAG and decision model.
     settings: sampling parameters and decision wiring.
     method: the name written into the trace.
+    prompts: the message builders (default: the suite's, which every method but HieraMAS's reference
+      prompt set sends).
 
   Raises:
     UnknownRoleError: a node's role is not in the item's benchmark role set.
@@ -152,9 +155,9 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
     if not node.proposers:
       rec = record(await call_llm(
           client, clock, node=j, role=node.role, position="solo", model=node.synthesizer,
-          messages=roles.agent_messages(item, node.role, inputs, cot=settings.agent_cot), **common))
+          messages=prompts.agent(item, node.role, inputs, cot=settings.agent_cot), **common))
     else:
-      proposer_messages = roles.agent_messages(item, node.role, inputs, cot=settings.agent_cot)
+      proposer_messages = prompts.agent(item, node.role, inputs, cot=settings.agent_cot)
       proposals = await asyncio.gather(*(
           call_llm(client, clock, node=j, role=node.role, position=f"proposer:{k}", model=m,
                    messages=proposer_messages, sample_index=draw, **common)
@@ -163,7 +166,7 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
         record(p)
       rec = record(await call_llm(
           client, clock, node=j, role=node.role, position="synthesizer", model=node.synthesizer,
-          messages=roles.synthesizer_messages(item, node.role, [p.text for p in proposals]), **common))
+          messages=prompts.synthesizer(item, node.role, [p.text for p in proposals], inputs), **common))
     trace.node_texts[j] = rec.text
     return rec.text
 
@@ -182,7 +185,7 @@ async def run_mas(client: ChatClient, item: Item, config: MASConfig,
   outputs = [roles.AgentOutput(j + 1, config.nodes[j].role, trace.node_texts[j]) for j in readers]
   decision = record(await call_llm(
       client, clock, node=DECISION_NODE, role=None, position="decision", model=config.decision_model,
-      messages=roles.decision_messages(item, outputs), temperature=settings.temperature,
+      messages=prompts.decision(item, outputs), temperature=settings.temperature,
       max_tokens=settings.max_tokens))
   trace.final_text = decision.text
   return trace

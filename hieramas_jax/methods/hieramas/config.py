@@ -53,7 +53,10 @@ POLICY_HEADS = ("pair_mlp", "dot")
 # query, seeded by the run seed and the item id) or "shared" (one seeded pool for the whole test split:
 # K - 3 random DAGs over sparse/medium/dense bands plus chain, star and full; the total-cost variant).
 GRAPH_POOLS = ("per_query", "shared")
-CHOICES = {"graph_mode": GRAPH_MODES, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
+# Which prompts HieraMAS's MAS runs send (methods/hieramas/prompts.py): "suite" (mas/roles.py, shared with every
+# method) or "reference" (the reference code's own worker, synthesizer and decision prompts).
+PROMPT_SETS = ("suite", "reference")
+CHOICES = {"graph_mode": GRAPH_MODES, "prompt_set": PROMPT_SETS, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
            "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
            "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS,
@@ -84,6 +87,12 @@ BENCHMARK_DEFAULTS: dict[str, dict[str, Any]] = {
 _SENTINEL = {"stage1_batch": 0, "stage1_lr": 0.0, "stage1_lr_end": 0.0, "stage1_val_every": 0,
              "stage1_max_density": -1.0, "stage1_proposers": -1, "stage2_max_density": -1.0, "stage2_lr": 0.0,
              "stage2_batch": 0, "gcn_dropout": -1.0, "max_dropped_roles": -1, "stage2_weight_decay": -1.0}
+
+
+# Fields added after the committed results, with the value those results ran with: `HieraMAS.describe()` leaves
+# them out while they hold it, so the run directories of the committed results stay valid (their config.json
+# has no such key) until the next full rerun records them.
+UNRECORDED_AT_DEFAULT: dict[str, Any] = {"prompt_set": "suite", "task_metadata": False}
 
 
 # This suite's earlier recipe, beyond the paper: the named variant "hieramas_total_cost" (Table 1 row
@@ -127,6 +136,12 @@ class HieraMASConfig:
     pool_max_density: upper end of that range (reference 0.7).
     seed: the one seed every key and data order comes from.
     encoder: sentence-transformers model ("all-MiniLM-L6-v2" = the bundled, checksummed weights).
+    prompt_set: the prompts of every MAS call HieraMAS makes: "suite" (mas/roles.py, every method's) or
+      "reference" (the reference code's own, per benchmark: methods/hieramas/prompts.py).
+    task_metadata: the reference's task metadata: one call per query to the setting's strong model (the
+      reference: gpt-4o-mini) writes JSON metadata (`utils/task_cache.py`), whose formatted text is embedded
+      and fed to the policy beside the query-role embedding (methods/hieramas/metadata.py); paid, cached
+      and counted like any other call.
     policy_head: "pair_mlp" (reference `compute_logits`: an MLP scores every (position, LLM) pair) or "dot"
       (the suite's earlier dot product of slot and key projections; the total-cost variant keeps it).
     policy_hidden: width of the policy's slot/key spaces and of the pair MLP (reference 256).
@@ -223,6 +238,8 @@ class HieraMASConfig:
   pool_max_density: float = 0.7
   seed: int = 0
   encoder: str = "all-MiniLM-L6-v2"
+  prompt_set: str = "suite"
+  task_metadata: bool = False
   policy_head: str = "pair_mlp"
   policy_hidden: int = 256
   policy_skip_logit_init: float = 0.0

@@ -46,7 +46,7 @@ from hieramas_jax.methods.api import MethodError, RunContext
 from hieramas_jax.methods.common import ENCODER_LOCK
 from hieramas_jax.methods.digest import item_fold
 from hieramas_jax.methods.hieramas import training
-from hieramas_jax.methods.hieramas.config import TOTAL_COST_RECIPE, HieraMASConfig
+from hieramas_jax.methods.hieramas.config import TOTAL_COST_RECIPE, UNRECORDED_AT_DEFAULT, HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Setup, consensus_index
 from hieramas_jax.methods.voting import majority_vote
 
@@ -90,9 +90,11 @@ class HieraMAS:
 
   def __init__(self, config: HieraMASConfig | None = None):
     self.config = config or HieraMASConfig()
-    self.setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.num_proposers)
+    self.setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.num_proposers,
+                            prompt_set=self.config.prompt_set)
     # Stage 1 and the stage-2 data run with stage1_proposers positions (the policy's shape).
-    self.train_setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.stage1_proposers)
+    self.train_setup = Setup.make(self.config.benchmark, get_pool(self.config.pool), self.config.stage1_proposers,
+                                  prompt_set=self.config.prompt_set)
     self._emb: training.Embeddings | None = None
     self.policy_state = None
     self.scorer_params = None
@@ -103,7 +105,9 @@ class HieraMAS:
     self.fit_summary: dict[str, Any] = {}
 
   def describe(self) -> dict[str, Any]:
-    return self.config.to_json()
+    """The config, less the fields `UNRECORDED_AT_DEFAULT` names while they hold that value."""
+    return {k: v for k, v in self.config.to_json().items()
+            if not (k in UNRECORDED_AT_DEFAULT and v == UNRECORDED_AT_DEFAULT[k])}
 
   def training_fields(self) -> tuple[str, ...]:
     """The `describe()` fields a loaded fit (--load_run) must share: those that change training."""
@@ -112,7 +116,7 @@ class HieraMAS:
   @property
   def embeddings(self) -> training.Embeddings:
     if self._emb is None:
-      self._emb = training.Embeddings(self.train_setup, self.config.encoder)
+      self._emb = training.Embeddings(self.train_setup, self.config.encoder, self.config.task_metadata)
     return self._emb
 
   async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
@@ -233,20 +237,33 @@ class HieraMAS:
       return self.pool
     return query_candidates(self.config, self.setup.num_roles, item.id)
 
-  def choose(self, item: Item) -> tuple[np.ndarray, np.ndarray, graph_pool.GraphPool]:
+  def policy_inputs(self, item: Item, *, warm_up: bool = False):
+    """One query's policy inputs; `warm_up` stands zeros in for metadata not fetched (compiling only)."""
+    emb = self.embeddings
+    if warm_up and self.config.task_metadata and item.id not in emb.metadata_text:
+      return emb.policy_inputs(emb.query_role([item]), np.zeros((1, emb.profiles.shape[1]), np.float32))
+    return emb.item_inputs([item])
+
+  def choose(self, item: Item, *, warm_up: bool = False) -> tuple[np.ndarray, np.ndarray, graph_pool.GraphPool]:
     """(choices [R, P], scores [K], candidates) for one query: the policy's choices and all K candidates
     scored in one jitted call (-inf on masked duplicates)."""
     if self.policy_state is None or self.scorer_params is None:
       raise HieraMASError("HieraMAS.solve before fit() or load()")
     emb = self.embeddings
-    inputs = emb.policy_inputs(emb.query_role([item]))
+    inputs = self.policy_inputs(item, warm_up=warm_up)
     cfg = self.config
     if cfg.inference == "rotation":
       rng = np.random.default_rng([cfg.seed, training.INFERENCE_TAG, 1, item_fold(item.id)])
       logits = np.asarray(policy_lib.logits(self.policy_state.params, inputs, net=self.policy_state.net))[0]
+      drop_logits = None
+      if inputs.metadata is not None:
+        # The reference's drop rule (`compute_role_skip_probs`) asks its cache for `get_metadata`, a method
+        # TaskMetaCache lacks; the AttributeError is swallowed and the rule reads the logits without metadata.
+        no_meta = inputs._replace(metadata=np.zeros_like(inputs.metadata))
+        drop_logits = np.asarray(policy_lib.logits(self.policy_state.params, no_meta, net=self.policy_state.net))[0]
       choices = policy_lib.rotation_choices(logits, rng, cfg.num_proposers, top_n=cfg.rotation_top_n,
                                             max_dropped=cfg.max_dropped_roles, droppable=self.setup.checkable,
-                                            aggregator_slot=cfg.aggregator_slot)
+                                            aggregator_slot=cfg.aggregator_slot, drop_logits=drop_logits)
     else:
       choices = np.asarray(stage1_lib.greedy(self.policy_state, inputs))[0]
     if cfg.llm_mode == "strong":
@@ -267,24 +284,28 @@ class HieraMAS:
   def policy_probabilities(self, item: Item) -> np.ndarray:
     """[R, P, M + 1] the policy's normalised logits (softmax at temperature 1; last column: skip) for one
     query: paper Fig. 4's LLM preferences per position, saved with every test query."""
-    inputs = self.embeddings.policy_inputs(self.embeddings.query_role([item]))
+    inputs = self.policy_inputs(item)
     return np.asarray(policy_lib.probabilities(self.policy_state.params, inputs, 1.0, net=self.policy_state.net))[0]
 
   async def solve(self, ctx: RunContext, item: Item) -> Trace:
     self._check_ctx(ctx)
+    metadata_call = None
+    if self.config.task_metadata:  # the query's metadata call: the first call of its trace (inference cost)
+      metadata_call = await self.embeddings.fetch_one(ctx.client, item, ctx.settings)
     choices, scores, pool = self.choose(item)
     names = self.setup.choice_names(choices)
     if self.config.graph_mode == "classifier":
       g = int(np.argmax(scores))
       config, active = self.setup.to_config(choices, pool.adjacency[g])
-      trace = await run_mas(ctx.client, item, config, ctx.settings, method=self.name)
+      trace = await run_mas(ctx.client, item, config, ctx.settings, method=self.name, prompts=self.setup.prompts)
       trace.extra.update(self._graph_record(pool, g, scores))
     else:
       rng = np.random.default_rng([self.config.seed, training.INFERENCE_TAG, item_fold(item.id)])
       real = np.flatnonzero(pool.graph_mask)  # the distinct candidates
       graphs = rng.choice(real, size=min(self.config.vote_graphs, real.size), replace=False)
       configs = [self.setup.to_config(choices, pool.adjacency[g]) for g in graphs]
-      runs = await asyncio.gather(*(run_mas(ctx.client, item, c, ctx.settings, method=self.name) for c, _ in configs))
+      runs = await asyncio.gather(*(run_mas(ctx.client, item, c, ctx.settings, method=self.name,
+                                            prompts=self.setup.prompts) for c, _ in configs))
       vote = await majority_vote(item, [t.final_text for t in runs])
       trace = Trace(item_id=item.id, method=self.name, final_text=runs[vote.winner].final_text,
                     calls=[c for t in runs for c in t.calls], node_texts=dict(runs[vote.winner].node_texts),
@@ -303,6 +324,10 @@ class HieraMAS:
                         "llm_mode": self.config.llm_mode, "graph_mode": self.config.graph_mode,
                         "policy_models": list(self.setup.models) + ["skip"],
                         "policy_probs": np.round(self.policy_probabilities(item), 4).tolist()})
+    if metadata_call is not None:
+      trace.calls.insert(0, metadata_call)
+      trace.extra["task_metadata"] = {"text": self.embeddings.metadata_text[item.id],
+                                      "source": self.embeddings.metadata_source[item.id]}
     return trace
 
   def _graph_record(self, pool: graph_pool.GraphPool, g: int, scores: np.ndarray) -> dict[str, Any]:
@@ -324,7 +349,7 @@ def learning_evidence(cfg: HieraMASConfig, state_dir: pathlib.Path, best: dict[s
 
 def warm_up(method: HieraMAS, item: Item) -> None:
   """Compiles the inference functions once before concurrent solving (keeps the event loop responsive)."""
-  jax.block_until_ready(method.choose(item))
+  jax.block_until_ready(method.choose(item, warm_up=True))
 
 
 def make(*, benchmark: str | None = None, pool: str | None = None, seed: int = 0, config: HieraMASConfig | None = None,

@@ -34,6 +34,7 @@ from hieramas_jax.mas import roles as roles_lib
 from hieramas_jax.mas.config import MASConfig
 from hieramas_jax.mas.runtime import ChatClient, RunSettings, run_mas
 from hieramas_jax.mas.trace import DECISION_NODE, Trace
+from hieramas_jax.methods.hieramas.prompts import PROMPT_SETS
 from hieramas_jax.methods.voting import majority_vote
 
 
@@ -102,6 +103,7 @@ class Setup:
     strong_model: the model used everywhere by the "w/o LLM Selection" ablation.
     num_proposers: W.
     checkable: [R] bool, roles whose own output is graded (node level).
+    prompts: the message builders of every MAS run (config `prompt_set`: the suite's or the reference's).
   """
 
   benchmark: str
@@ -112,14 +114,15 @@ class Setup:
   strong_model: str
   num_proposers: int
   checkable: tuple[bool, ...]
+  prompts: roles_lib.PromptSet = roles_lib.SUITE_PROMPTS
 
   @classmethod
-  def make(cls, benchmark: str, pool: PoolSetting, num_proposers: int) -> "Setup":
+  def make(cls, benchmark: str, pool: PoolSetting, num_proposers: int, prompt_set: str = "suite") -> "Setup":
     role_names = roles_lib.roles_for(benchmark)
     return cls(benchmark=benchmark, roles=role_names,
                descriptions=tuple(roles_lib.role_description(r) for r in role_names), models=tuple(pool.models),
                decision_model=pool.strong, strong_model=pool.strong, num_proposers=num_proposers,
-               checkable=checkable_roles(benchmark))
+               checkable=checkable_roles(benchmark), prompts=PROMPT_SETS[prompt_set])
 
   @property
   def num_roles(self) -> int:
@@ -222,7 +225,7 @@ async def run_rollout(client: ChatClient, setup: Setup, item: Item, choices, adj
   choices = np.asarray(choices, np.int32)
   adjacency = np.asarray(adjacency, bool)
   config, active = setup.to_config(choices, adjacency)
-  trace = await run_mas(client, item, config, settings, method=method)
+  trace = await run_mas(client, item, config, settings, method=method, prompts=setup.prompts)
   r = setup.num_roles
   node_solved = np.zeros(r, bool)
   checkable = np.zeros(r, bool)

@@ -46,6 +46,8 @@ from hieramas_jax.learn import stage2 as stage2_lib
 from hieramas_jax.learn.encoder import get_encoder
 from hieramas_jax.llm.registry import get_model
 from hieramas_jax.mas.runtime import ChatClient, RunSettings
+from hieramas_jax.mas.trace import CallRecord
+from hieramas_jax.methods.hieramas import metadata as metadata_lib
 from hieramas_jax.methods.common import off_loop
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards, rollout_system_rewards, run_rollouts
@@ -76,13 +78,19 @@ class Embeddings:
     encoder: the sentence encoder (`learn.encoder.get_encoder(name)`).
     profiles: [M, D] LLM profile embeddings (paper Table 12), pool order.
     role_emb: [R, D] role-description embeddings (classifier node features).
+    task_metadata: the policy takes each query's metadata embedding (config `task_metadata`).
+    metadata_text: item id -> the formatted metadata text (`metadata.format_text`) of every query fetched.
+    metadata_source: item id -> "llm" or "heuristic" (the reference's fallback when the answer does not parse).
   """
 
-  def __init__(self, setup: Setup, encoder_name: str):
+  def __init__(self, setup: Setup, encoder_name: str, task_metadata: bool = False):
     self.setup = setup
     self.encoder = get_encoder(encoder_name)
     self.profiles = self.encoder.encode([get_model(m).profile for m in setup.models])
     self.role_emb = self.encoder.encode([f"{r}: {d}" for r, d in zip(setup.roles, setup.descriptions)])
+    self.task_metadata = task_metadata
+    self.metadata_text: dict[str, str] = {}
+    self.metadata_source: dict[str, str] = {}
 
   def query_role(self, items: Sequence[Item]) -> np.ndarray:
     """[B, R, D]: h_{Q,r} = f(Q, r, desc(r)) for every item and role."""
@@ -94,9 +102,50 @@ class Embeddings:
     """[B, D]: the query alone (joined with the role embeddings in the classifier's node features)."""
     return self.encoder.encode([it.question for it in items])
 
-  def policy_inputs(self, query_role: np.ndarray) -> policy_lib.PolicyInputs:
+  async def fetch_metadata(self, client: ChatClient, items: Sequence[Item], settings: RunSettings = RunSettings(),
+                           bound: asyncio.Semaphore | None = None) -> list[CallRecord]:
+    """Makes the metadata call of every item not fetched yet (concurrently, under `bound`); returns their
+    records. A no-op without `task_metadata`."""
+    todo = list({it.id: it for it in items if it.id not in self.metadata_text}.values()) if self.task_metadata else []
+
+    async def one(item):
+      if bound is None:
+        return await self.fetch_one(client, item, settings)
+      async with bound:
+        return await self.fetch_one(client, item, settings)
+
+    return list(await asyncio.gather(*(one(it) for it in todo)))
+
+  async def fetch_one(self, client: ChatClient, item: Item, settings: RunSettings = RunSettings()) -> CallRecord:
+    """One item's metadata call (always made: a test query's call goes into its trace); keeps its text."""
+    record, meta, source = await metadata_lib.fetch(client, item, self.setup.decision_model, settings)
+    self.metadata_text[item.id] = metadata_lib.format_text(meta)
+    self.metadata_source[item.id] = source
+    return record
+
+  def metadata(self, items: Sequence[Item]) -> np.ndarray | None:
+    """[B, D] the items' metadata embeddings (None without `task_metadata`).
+
+    Raises:
+      TrainingError: an item whose metadata was never fetched (`fetch_metadata` first).
+    """
+    if not self.task_metadata:
+      return None
+    missing = [it.id for it in items if it.id not in self.metadata_text]
+    if missing:
+      raise TrainingError(f"no task metadata fetched for {len(missing)} queries (first: {missing[0]})")
+    return self.encoder.encode([self.metadata_text[it.id] for it in items])
+
+  def policy_inputs(self, query_role: np.ndarray, metadata: np.ndarray | None = None) -> policy_lib.PolicyInputs:
+    if self.task_metadata and metadata is None:
+      raise TrainingError("this policy takes task metadata; none was given")
     mask = np.ones((self.setup.num_roles, self.setup.num_proposers + 1), bool)
-    return policy_lib.PolicyInputs(jnp.asarray(query_role), jnp.asarray(self.profiles), jnp.asarray(mask))
+    return policy_lib.PolicyInputs(jnp.asarray(query_role), jnp.asarray(self.profiles), jnp.asarray(mask),
+                                   None if metadata is None else jnp.asarray(metadata))
+
+  def item_inputs(self, items: Sequence[Item]) -> policy_lib.PolicyInputs:
+    """The policy's inputs for `items` (query-role and, with `task_metadata`, metadata embeddings)."""
+    return self.policy_inputs(self.query_role(items), self.metadata(items))
 
 
 def random_graphs(key: jax.Array, count: int, num_nodes: int, min_density: float, max_density: float,
@@ -150,7 +199,8 @@ def fresh_policy_state(cfg: HieraMASConfig, emb: Embeddings) -> stage1_lib.Stage
   """The initial stage-1 state (also the template checkpoints are restored into)."""
   dim = emb.profiles.shape[1]
   rows = cfg.stage1_batch * cfg.stage1_samples
-  inputs = emb.policy_inputs(np.zeros((rows, emb.setup.num_roles, dim), np.float32))
+  meta = np.zeros((rows, dim), np.float32) if emb.task_metadata else None
+  inputs = emb.policy_inputs(np.zeros((rows, emb.setup.num_roles, dim), np.float32), meta)
   return stage1_lib.create_state(stage1_keys(cfg)["init"], inputs, stage1_config(cfg), policy_net(cfg))
 
 
@@ -213,8 +263,9 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
     if on_checkpoint is not None:
       on_checkpoint()
 
-  train_qr = emb.query_role(train)
-  val_inputs = emb.policy_inputs(emb.query_role(val))
+  await emb.fetch_metadata(client, list(train) + list(val), settings, bound)
+  train_qr, train_meta = emb.query_role(train), emb.metadata(train)
+  val_inputs = emb.item_inputs(val)
   val_graphs = validation_graphs(cfg, keys["val"], len(val), setup.num_roles)
   state = fresh_policy_state(cfg, emb)
   init_probs = await off_loop(policy_lib.probabilities, state.params, val_inputs, 1.0, net=state.net)
@@ -278,7 +329,7 @@ async def train_stage1(client: ChatClient, setup: Setup, emb: Embeddings, train:
       for step in range(start, cfg.stage1_steps):
         # G samples of each query, consecutive (the leave-one-out baseline groups them).
         idx = np.repeat(batch_indices(cfg.seed, step, cfg.stage1_batch, len(train)), cfg.stage1_samples)
-        inputs = emb.policy_inputs(train_qr[idx])
+        inputs = emb.policy_inputs(train_qr[idx], None if train_meta is None else train_meta[idx])
         choices, tau = await off_loop(stage1_lib.sample_step, state, inputs, keys["sample"], s1cfg)
         graphs = random_graphs(keys["graph"], len(idx), setup.num_roles, cfg.stage1_min_density,
                                cfg.stage1_max_density, fold=step)
@@ -402,8 +453,8 @@ async def collect_stage2(client: ChatClient, setup: Setup, emb: Embeddings, poli
   """
   keys = stage2_keys(cfg)
   g = cfg.stage2_graphs
-  choices = np.asarray(await off_loop(stage1_lib.greedy, policy_state,
-                                        emb.policy_inputs(emb.query_role(train))))
+  await emb.fetch_metadata(client, train, settings, bound)
+  choices = np.asarray(await off_loop(stage1_lib.greedy, policy_state, emb.item_inputs(train)))
   adjacency = np.stack([random_graphs(keys["graphs"], g, setup.num_roles, cfg.stage2_min_density,
                                       cfg.stage2_max_density, fold=i) for i in range(len(train))])
   flat_items = [it for it in train for _ in range(g)]
