@@ -116,7 +116,9 @@ class HieraMAS:
   @property
   def embeddings(self) -> training.Embeddings:
     if self._emb is None:
-      self._emb = training.Embeddings(self.train_setup, self.config.encoder, self.config.task_metadata)
+      cfg = self.config
+      self._emb = training.Embeddings(self.train_setup, cfg.encoder, cfg.task_metadata, cfg.policy_inputs,
+                                      cfg.excluded_models)
     return self._emb
 
   async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
