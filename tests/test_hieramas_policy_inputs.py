@@ -94,6 +94,8 @@ def test_the_default_inputs_are_the_suites_unchanged(setup, suite_emb):
   assert "policy_inputs" not in described and "exclude_llms" not in described
   changed = HieraMAS(dataclasses.replace(cfg, policy_inputs="reference", exclude_llms="deepseek-r1-14b")).describe()
   assert changed["policy_inputs"] == "reference" and changed["exclude_llms"] == "deepseek-r1-14b"
+  # The learning evidence's maximum entropy counts the choices that can have weight: 8 models + skip, less one.
+  assert HieraMAS(cfg).num_choices == 9 and HieraMAS(dataclasses.replace(cfg, exclude_llms="llama-8b")).num_choices == 8
   texts = [policy_lib.query_role_text(it.question, r, d) for it in ITEMS for r, d in zip(setup.roles,
                                                                                          setup.descriptions)]
   np.testing.assert_array_equal(suite_emb.query_role(ITEMS),
