@@ -45,12 +45,30 @@ class PolicyInputs(NamedTuple):
       Its shape fixes P = W + 1 at init, so one module serves any W.
     metadata: [B, D] embeddings of each query's LLM-written task metadata (the reference's meta_emb; config
       `task_metadata`), or None: the policy then has no metadata input (and no parameters for one).
+    excluded: [M + 1] bool, True for the models the policy must never choose (config `exclude_llms`; skip is
+      never excluded), or None: every model may be chosen.
   """
 
   query_role: jax.Array
   profiles: jax.Array
   slot_mask: jax.Array
   metadata: jax.Array | None = None
+  excluded: jax.Array | None = None
+
+
+# The logit of an excluded model (the reference's `compute_logits` writes -1e8 after the clip): finite, so that
+# probability x log-probability stays 0 rather than NaN, and far enough below -clip that exp() is exactly 0.
+EXCLUDED_LOGIT = -1e8
+
+
+def _exclude(logits: jax.Array, inputs: PolicyInputs) -> jax.Array:
+  """`logits` with every excluded model's entry at `EXCLUDED_LOGIT` (unchanged without `inputs.excluded`).
+
+  Applied inside the heads, after the clip, so every consumer of the logits (sampling, greedy, the rotation,
+  the probabilities the evidence and traces record) sees the same mask."""
+  if inputs.excluded is None:
+    return logits
+  return jnp.where(inputs.excluded, EXCLUDED_LOGIT, logits)
 
 
 def _metadata_term(inputs: PolicyInputs, hidden: int) -> jax.Array | float:
@@ -125,7 +143,7 @@ class LLMSelectionPolicy(nn.Module):
     logits = jnp.einsum("brph,mh->brpm", slot, keys) / math.sqrt(self.hidden)
     skip_bias = self.param("skip_logit_bias", nn.initializers.constant(self.skip_logit_init), ())
     logits = logits.at[..., -1].add(skip_bias)
-    return jnp.clip(logits, -self.logit_clip, self.logit_clip)
+    return _exclude(jnp.clip(logits, -self.logit_clip, self.logit_clip), inputs)
 
 
 class PairMLPPolicy(nn.Module):
@@ -170,7 +188,7 @@ class PairMLPPolicy(nn.Module):
     logits = nn.Dense(1, name="pair_out")(nn.relu(hidden))[..., 0]
     skip_bias = self.param("skip_logit_bias", nn.initializers.constant(self.skip_logit_init), ())
     logits = logits.at[..., -1].add(skip_bias)
-    return jnp.clip(logits, -self.logit_clip, self.logit_clip)
+    return _exclude(jnp.clip(logits, -self.logit_clip, self.logit_clip), inputs)
 
 
 # The heads a HieraMAS config may name (`policy_head`): the reference's pair MLP, and the suite's earlier

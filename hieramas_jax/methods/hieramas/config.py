@@ -21,7 +21,7 @@ from typing import Any
 
 from hieramas_jax.benchmarks.data import check_benchmark
 from hieramas_jax.errors import UserError
-from hieramas_jax.llm.registry import get_pool
+from hieramas_jax.llm.registry import UnknownModelError, get_model, get_pool
 
 # How the graph of a test query is chosen (the "w/o Graph" ablation replaces the classifier).
 GRAPH_MODES = ("classifier", "random_vote")
@@ -56,7 +56,11 @@ GRAPH_POOLS = ("per_query", "shared")
 # Which prompts HieraMAS's MAS runs send (methods/hieramas/prompts.py): "suite" (mas/roles.py, shared with every
 # method) or "reference" (the reference code's own worker, synthesizer and decision prompts).
 PROMPT_SETS = ("suite", "reference")
-CHOICES = {"graph_mode": GRAPH_MODES, "prompt_set": PROMPT_SETS, "graph_pool": GRAPH_POOLS, "llm_mode": LLM_MODES,
+# The texts the policy reads (methods/hieramas/policy_inputs.py): "suite" (policy.query_role_text with the suite's role
+# descriptions) or "reference" (the reference selector's task+role text with its own role descriptions).
+POLICY_INPUTS = ("suite", "reference")
+CHOICES = {"graph_mode": GRAPH_MODES, "prompt_set": PROMPT_SETS, "policy_inputs": POLICY_INPUTS, "graph_pool": GRAPH_POOLS,
+           "llm_mode": LLM_MODES,
            "stage1_select_by": SELECT_BY,
            "activation_credit": ACTIVATION_CREDIT, "system_cost": SYSTEM_COST, "stage1_sampling": SAMPLING,
            "stage1_baseline": BASELINES, "inference": INFERENCE, "policy_head": POLICY_HEADS,
@@ -92,7 +96,8 @@ _SENTINEL = {"stage1_batch": 0, "stage1_lr": 0.0, "stage1_lr_end": 0.0, "stage1_
 # Fields added after the committed results, with the value those results ran with: `HieraMAS.describe()` leaves
 # them out while they hold it, so the run directories of the committed results stay valid (their config.json
 # has no such key) until the next full rerun records them.
-UNRECORDED_AT_DEFAULT: dict[str, Any] = {"prompt_set": "suite", "task_metadata": False}
+UNRECORDED_AT_DEFAULT: dict[str, Any] = {"prompt_set": "suite", "task_metadata": False, "policy_inputs": "suite",
+                                         "exclude_llms": ""}
 
 
 # This suite's earlier recipe, beyond the paper: the named variant "hieramas_total_cost" (Table 1 row
@@ -142,6 +147,12 @@ class HieraMASConfig:
       reference: gpt-4o-mini) writes JSON metadata (`utils/task_cache.py`), whose formatted text is embedded
       and fed to the policy beside the query-role embedding (methods/hieramas/metadata.py); paid, cached
       and counted like any other call.
+    policy_inputs: the texts whose embeddings the policy reads: "suite" ("Role: {role}. {description}\nQuery:
+      {query}" with the suite's role descriptions) or "reference" (the reference selector's "Task: {task}\n\nRole:
+      {role}\n{description}" with its own role descriptions: methods/hieramas/policy_inputs.py).
+    exclude_llms: pool models the policy never chooses, comma-separated (empty: none, the paper's choice; the
+      reference's stage-1 scripts exclude deepseek-r1-14b): their logits are masked in sampling, greedy choice
+      and the rotation, as the reference's `excluded_llm_indices` are; stored in pool order.
     policy_head: "pair_mlp" (reference `compute_logits`: an MLP scores every (position, LLM) pair) or "dot"
       (the suite's earlier dot product of slot and key projections; the total-cost variant keeps it).
     policy_hidden: width of the policy's slot/key spaces and of the pair MLP (reference 256).
@@ -240,6 +251,8 @@ class HieraMASConfig:
   encoder: str = "all-MiniLM-L6-v2"
   prompt_set: str = "suite"
   task_metadata: bool = False
+  policy_inputs: str = "suite"
+  exclude_llms: str = ""
   policy_head: str = "pair_mlp"
   policy_hidden: int = 256
   policy_skip_logit_init: float = 0.0
@@ -339,6 +352,30 @@ class HieraMASConfig:
       value = getattr(self, name)
       if value not in allowed:
         raise HieraMASConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    object.__setattr__(self, "exclude_llms", ",".join(self._check_excluded()))
+
+  def _check_excluded(self) -> tuple[str, ...]:
+    """The names of `exclude_llms`, checked (known models, in the pool, enough left), in pool order."""
+    names = [n.strip() for n in str(self.exclude_llms).split(",") if n.strip()]
+    models = get_pool(self.pool).models
+    for name in names:
+      try:
+        get_model(name)
+      except UnknownModelError as e:
+        raise HieraMASConfigError(f"exclude_llms: {e}") from None
+      if name not in models:
+        raise HieraMASConfigError(f"exclude_llms: {name!r} is not in the {self.pool} pool ({', '.join(models)})")
+    left = len(models) - len(set(names))
+    needed = self.rotation_top_n if self.inference == "rotation" else 1
+    if left < needed:
+      raise HieraMASConfigError(f"exclude_llms leaves {left} of the pool's {len(models)} models; the policy needs "
+                                f"at least {needed}")
+    return tuple(m for m in models if m in names)
+
+  @property
+  def excluded_models(self) -> tuple[str, ...]:
+    """The models of `exclude_llms`, in pool order."""
+    return tuple(n for n in self.exclude_llms.split(",") if n)
 
   @property
   def num_candidates(self) -> int:

@@ -109,6 +109,12 @@ class HieraMAS:
     return {k: v for k, v in self.config.to_json().items()
             if not (k in UNRECORDED_AT_DEFAULT and v == UNRECORDED_AT_DEFAULT[k])}
 
+  @property
+  def num_choices(self) -> int:
+    """Choices a position can give weight to: the pool's models less the excluded ones, plus skip (the maximum
+    entropy of the learning evidence is log of it)."""
+    return self.train_setup.skip_index + 1 - len(self.config.excluded_models)
+
   def training_fields(self) -> tuple[str, ...]:
     """The `describe()` fields a loaded fit (--load_run) must share: those that change training."""
     return tuple(self.config.training_fingerprint())
@@ -116,7 +122,9 @@ class HieraMAS:
   @property
   def embeddings(self) -> training.Embeddings:
     if self._emb is None:
-      self._emb = training.Embeddings(self.train_setup, self.config.encoder, self.config.task_metadata)
+      cfg = self.config
+      self._emb = training.Embeddings(self.train_setup, cfg.encoder, cfg.task_metadata, cfg.policy_inputs,
+                                      cfg.excluded_models)
     return self._emb
 
   async def _embed(self, items: Sequence[Item]) -> training.Embeddings:
@@ -189,7 +197,7 @@ class HieraMAS:
                    "skipped": next((h["skipped"] for h in history if "skipped" in h), None),
                    "label_sources": evidence_lib.label_sources(data["solved"], data["reward"], data["adjacency"],
                                                                data["decision_cost"])},
-        "evidence": learning_evidence(cfg, state_dir, best, self.train_setup.skip_index + 1),
+        "evidence": learning_evidence(cfg, state_dir, best, self.num_choices),
     }
     return self.fit_summary
 
@@ -222,7 +230,7 @@ class HieraMAS:
     self.scorer_params = training.load_scorer(self.config, self.embeddings, source)
     best = json.loads((training.stage1_dir(source) / training.BEST_FILE).read_text())
     self.fit_summary = {"stage1_best": best,
-                        "evidence": learning_evidence(self.config, source, best, self.train_setup.skip_index + 1)}
+                        "evidence": learning_evidence(self.config, source, best, self.num_choices)}
 
   async def prepare(self, items: Sequence[Item], ctx: RunContext) -> None:
     """Embeds the queries about to be solved in a worker thread, then compiles inference once."""

@@ -48,6 +48,7 @@ from hieramas_jax.llm.registry import get_model
 from hieramas_jax.mas.runtime import ChatClient, RunSettings
 from hieramas_jax.mas.trace import CallRecord
 from hieramas_jax.methods.hieramas import metadata as metadata_lib
+from hieramas_jax.methods.hieramas import policy_inputs as policy_inputs_lib
 from hieramas_jax.methods.common import off_loop
 from hieramas_jax.methods.hieramas.config import HieraMASConfig
 from hieramas_jax.methods.hieramas.rollout import Rollout, Setup, batch_rewards, rollout_system_rewards, run_rollouts
@@ -79,23 +80,31 @@ class Embeddings:
     profiles: [M, D] LLM profile embeddings (paper Table 12), pool order.
     role_emb: [R, D] role-description embeddings (classifier node features).
     task_metadata: the policy takes each query's metadata embedding (config `task_metadata`).
+    excluded: [M + 1] bool, the models the policy never chooses (config `exclude_llms`), or None when none is.
     metadata_text: item id -> the formatted metadata text (`metadata.format_text`) of every query fetched.
     metadata_source: item id -> "llm" or "heuristic" (the reference's fallback when the answer does not parse).
   """
 
-  def __init__(self, setup: Setup, encoder_name: str, task_metadata: bool = False):
+  def __init__(self, setup: Setup, encoder_name: str, task_metadata: bool = False, policy_inputs: str = "suite",
+               excluded_models: Sequence[str] = ()):
     self.setup = setup
     self.encoder = get_encoder(encoder_name)
     self.profiles = self.encoder.encode([get_model(m).profile for m in setup.models])
     self.role_emb = self.encoder.encode([f"{r}: {d}" for r, d in zip(setup.roles, setup.descriptions)])
     self.task_metadata = task_metadata
+    self._text = policy_inputs_lib.TEXTS[policy_inputs]  # h_{Q,r}'s text (config `policy_inputs`)
+    unknown = sorted(set(excluded_models) - set(setup.models))
+    if unknown:
+      raise TrainingError(f"cannot exclude {', '.join(unknown)}: not in the pool ({', '.join(setup.models)})")
+    # None without exclusions: the default policy's inputs (and compiled functions) stay what they were.
+    self.excluded = (np.array([m in excluded_models for m in setup.models] + [False]) if excluded_models
+                     else None)
     self.metadata_text: dict[str, str] = {}
     self.metadata_source: dict[str, str] = {}
 
   def query_role(self, items: Sequence[Item]) -> np.ndarray:
-    """[B, R, D]: h_{Q,r} = f(Q, r, desc(r)) for every item and role."""
-    texts = [policy_lib.query_role_text(it.question, r, d) for it in items
-             for r, d in zip(self.setup.roles, self.setup.descriptions)]
+    """[B, R, D]: h_{Q,r} = f(Q, r, desc(r)) for every item and role (the text of config `policy_inputs`)."""
+    texts = [self._text(it.question, r, d) for it in items for r, d in zip(self.setup.roles, self.setup.descriptions)]
     return self.encoder.encode(texts).reshape(len(items), self.setup.num_roles, -1)
 
   def queries(self, items: Sequence[Item]) -> np.ndarray:
@@ -141,7 +150,8 @@ class Embeddings:
       raise TrainingError("this policy takes task metadata; none was given")
     mask = np.ones((self.setup.num_roles, self.setup.num_proposers + 1), bool)
     return policy_lib.PolicyInputs(jnp.asarray(query_role), jnp.asarray(self.profiles), jnp.asarray(mask),
-                                   None if metadata is None else jnp.asarray(metadata))
+                                   None if metadata is None else jnp.asarray(metadata),
+                                   None if self.excluded is None else jnp.asarray(self.excluded))
 
   def item_inputs(self, items: Sequence[Item]) -> policy_lib.PolicyInputs:
     """The policy's inputs for `items` (query-role and, with `task_metadata`, metadata embeddings)."""
